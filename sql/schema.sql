@@ -1,0 +1,149 @@
+-- Tables behind the queue API. Ordinary roles never write them directly: every
+-- change goes through the queue_* functions, which run their statements as the
+-- extension owner. See README.md ("Storage design") for why the job tables are
+-- shaped this way.
+
+-- Queue ids are never reused, so a job can never be mistaken for a job of a
+-- later queue that happens to have the same name.
+CREATE SEQUENCE queue_queue_id_seq AS integer;
+
+CREATE TABLE queue_queues (
+    id              integer PRIMARY KEY DEFAULT nextval('queue_queue_id_seq'),
+    name            text NOT NULL UNIQUE,
+    owner           regrole NOT NULL,
+    max_attempts    integer NOT NULL,
+    backoff         text NOT NULL,
+    retry_delay     interval NOT NULL,
+    max_retry_delay interval NOT NULL,
+    lease           interval NOT NULL,
+    retention       interval NOT NULL,
+    paused          boolean NOT NULL DEFAULT false,
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+ALTER SEQUENCE queue_queue_id_seq OWNED BY queue_queues.id;
+
+CREATE SEQUENCE queue_job_id_seq;
+
+-- Generation counter of the live ring: new jobs go to slot (value % 2). A
+-- sequence rather than a row, so that reading it on every enqueue walks no
+-- chain of dead row versions, even while vacuum is held back.
+CREATE SEQUENCE queue_live_generation MINVALUE 0 START 0;
+
+-- Unfinished jobs, and nothing else: the table that claims scan. `state` is
+-- `ready` (pending and due), `scheduled` (pending, due later) or `processing`.
+-- Each state has its own partial index, so that a claim reads only ready jobs
+-- in claim order, whatever the number of scheduled jobs, jobs in flight, jobs
+-- of other queues, or finished jobs (which live elsewhere).
+--
+-- A ring of two partitions: queue_maintain() copies the jobs of the current
+-- slot into the other one and truncates it, which gives back the space of
+-- dead tuples even while another session holds an old snapshot open.
+CREATE TABLE queue_live (
+    slot             smallint NOT NULL,
+    queue_id         integer NOT NULL,
+    priority         integer NOT NULL,
+    attempts         integer NOT NULL DEFAULT 0,
+    id               bigint NOT NULL,
+    run_at           timestamptz NOT NULL,
+    enqueued_at      timestamptz NOT NULL,
+    lease_expires_at timestamptz,
+    lease            uuid,
+    state            text NOT NULL CHECK (state IN ('ready', 'scheduled', 'processing')),
+    worker           text,
+    dedup_key        text,
+    last_error       text,
+    headers          jsonb,
+    payload          jsonb NOT NULL
+) PARTITION BY LIST (slot);
+
+CREATE TABLE queue_live_0 PARTITION OF queue_live FOR VALUES IN (0)
+    WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.02);
+CREATE TABLE queue_live_1 PARTITION OF queue_live FOR VALUES IN (1)
+    WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.02);
+
+CREATE INDEX queue_live_id ON queue_live (id);
+-- The claim order.
+CREATE INDEX queue_live_ready ON queue_live (queue_id, priority DESC, run_at, id)
+    WHERE state = 'ready';
+-- Jobs scheduled for later, in the order they fall due.
+CREATE INDEX queue_live_scheduled ON queue_live (queue_id, run_at) WHERE state = 'scheduled';
+-- Jobs in flight, in the order their leases expire.
+CREATE INDEX queue_live_leased ON queue_live (queue_id, lease_expires_at)
+    WHERE state = 'processing';
+CREATE INDEX queue_live_dedup ON queue_live (queue_id, dedup_key)
+    WHERE dedup_key IS NOT NULL;
+
+-- Succeeded and cancelled jobs, kept until expires_at (finished_at plus the
+-- queue's retention). Insert-only. A ring of eight partitions, each taking
+-- the jobs that expire in one four-hour window of every 32 hours: once all of
+-- a partition's jobs have expired, it is emptied with TRUNCATE.
+CREATE TABLE queue_done (
+    slot         smallint NOT NULL,
+    queue_id     integer NOT NULL,
+    priority     integer NOT NULL,
+    attempts     integer NOT NULL,
+    id           bigint NOT NULL,
+    run_at       timestamptz NOT NULL,
+    enqueued_at  timestamptz NOT NULL,
+    finished_at  timestamptz NOT NULL,
+    expires_at   timestamptz NOT NULL,
+    status       text NOT NULL CHECK (status IN ('succeeded', 'cancelled')),
+    worker       text,
+    dedup_key    text,
+    last_error   text,
+    headers      jsonb,
+    payload      jsonb NOT NULL
+) PARTITION BY LIST (slot);
+
+CREATE TABLE queue_done_0 PARTITION OF queue_done FOR VALUES IN (0);
+CREATE TABLE queue_done_1 PARTITION OF queue_done FOR VALUES IN (1);
+CREATE TABLE queue_done_2 PARTITION OF queue_done FOR VALUES IN (2);
+CREATE TABLE queue_done_3 PARTITION OF queue_done FOR VALUES IN (3);
+CREATE TABLE queue_done_4 PARTITION OF queue_done FOR VALUES IN (4);
+CREATE TABLE queue_done_5 PARTITION OF queue_done FOR VALUES IN (5);
+CREATE TABLE queue_done_6 PARTITION OF queue_done FOR VALUES IN (6);
+CREATE TABLE queue_done_7 PARTITION OF queue_done FOR VALUES IN (7);
+
+CREATE INDEX queue_done_id ON queue_done (id);
+CREATE INDEX queue_done_expires ON queue_done (expires_at);
+
+-- Failed jobs (dead letters): kept until retried or purged.
+CREATE TABLE queue_dead (
+    id           bigint PRIMARY KEY,
+    queue_id     integer NOT NULL,
+    priority     integer NOT NULL,
+    attempts     integer NOT NULL,
+    run_at       timestamptz NOT NULL,
+    enqueued_at  timestamptz NOT NULL,
+    finished_at  timestamptz NOT NULL,
+    worker       text,
+    dedup_key    text,
+    last_error   text,
+    headers      jsonb,
+    payload      jsonb NOT NULL
+);
+CREATE INDEX queue_dead_queue ON queue_dead (queue_id, id);
+
+-- pg_dump of a tenant database keeps its queues and jobs.
+SELECT pg_catalog.pg_extension_config_dump('queue_queues', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_queue_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_job_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_live_generation', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_live_0', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_live_1', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_done_0', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_done_1', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_done_2', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_done_3', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_done_4', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_done_5', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_done_6', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_done_7', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_dead', '');
+
+-- The partition of queue_done that a job expiring at `expires` goes to: one
+-- four-hour window of every 32 hours, so that each partition empties soon
+-- after its window has passed.
+CREATE FUNCTION queue_done_slot(expires timestamptz) RETURNS smallint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN ((pg_catalog.floor(EXTRACT(epoch FROM expires) / 14400)::bigint % 8 + 8) % 8)::smallint;

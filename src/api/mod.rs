@@ -1,0 +1,16 @@
+//! The SQL functions of the API, one file per group. Each one checks its
+//! arguments, then runs its statements as the extension owner.
+
+mod consume;
+mod produce;
+mod queues;
+
+use pgrx::datum::Interval;
+
+use crate::catalog::micros;
+use crate::rules::Duration;
+
+/// An interval argument as the rules see it.
+fn duration(value: &Interval) -> Duration {
+    Duration { micros: micros(value), text: value.to_string() }
+}

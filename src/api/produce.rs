@@ -1,0 +1,142 @@
+//! Putting jobs on a queue.
+
+use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+use pgrx::datum::Interval;
+
+use super::duration;
+use crate::catalog::{self, Queue};
+use crate::db;
+use crate::errors::{required, OrRaise, QueueError};
+use crate::jsonb::{Jsonb, JsonbArray};
+use crate::policy::{add_delay, TIMESTAMP_END_US};
+use crate::queries;
+use crate::rules::{self, at_least_zero};
+
+/// When a new job falls due, and the state that says so. `run_at` wins over
+/// `delay`.
+fn due(now: i64, delay: &Interval, run_at: Option<TimestampWithTimeZone>) -> (i64, &'static str) {
+    let delay = duration(delay);
+    at_least_zero("delay", &delay).or_raise();
+    let due = match run_at {
+        Some(at) => at.into_inner().min(TIMESTAMP_END_US - 1),
+        None => add_delay(now, delay.micros),
+    };
+    (due, if due <= now { "ready" } else { "scheduled" })
+}
+
+fn queue_for_insert(client: &mut SpiClient<'_>, name: &str) -> Queue {
+    let queue = catalog::require(client, name).or_raise();
+    queue.lock(false);
+    queue
+}
+
+/// The id the insert returned; none means the queue was dropped meanwhile.
+fn inserted(ids: Vec<i64>, name: &str) -> Vec<i64> {
+    if ids.is_empty() {
+        QueueError::UndefinedQueue { name: name.to_string() }.raise();
+    }
+    ids
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+#[allow(clippy::too_many_arguments)]
+fn queue_enqueue(
+    queue: Option<&str>,
+    payload: Option<Jsonb>,
+    delay: default!(Option<Interval>, "'0'"),
+    priority: default!(Option<i32>, 0),
+    dedup_key: default!(Option<&str>, "NULL"),
+    run_at: default!(Option<TimestampWithTimeZone>, "NULL"),
+    headers: default!(Option<Jsonb>, "NULL"),
+) -> i64 {
+    let name = required(queue, "queue");
+    let payload = required(payload, "payload");
+    let delay = required(delay, "delay");
+    let priority = required(priority, "priority");
+    rules::check_name(name).or_raise();
+    if let Some(h) = headers {
+        let kind = h.type_name();
+        if kind != "object" {
+            QueueError::NotAnObject { argument: "headers", value: kind }.raise();
+        }
+    }
+    let now = db::now_us();
+    let (due, state) = due(now, &delay, run_at);
+    db::with_tables(|client| {
+        let queue = queue_for_insert(client, name);
+        if let Some(key) = dedup_key {
+            // One enqueue of a key at a time; the second sees the first's job.
+            db::run(client, &queries::DEDUP_LOCK, &[queue.id.into(), key.into()]);
+            let existing = db::run(client, &queries::DEDUP_FIND, &[queue.id.into(), key.into()]);
+            if let Some(row) = existing.into_iter().next() {
+                return row.get::<i64>(1).ok().flatten().expect("a job id");
+            }
+        }
+        let rows = db::run(
+            client,
+            &queries::ENQUEUE,
+            &[
+                queue.id.into(),
+                payload.into(),
+                headers.into(),
+                priority.into(),
+                db::timestamp(due).into(),
+                state.into(),
+                dedup_key.into(),
+                db::timestamp(now).into(),
+            ],
+        );
+        let ids = rows.into_iter().filter_map(|r| r.get::<i64>(1).ok().flatten()).collect();
+        inserted(ids, name)[0]
+    })
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn queue_enqueue_batch(
+    queue: Option<&str>,
+    payloads: Option<JsonbArray>,
+    delay: default!(Option<Interval>, "'0'"),
+    priority: default!(Option<i32>, 0),
+) -> SetOfIterator<'static, i64> {
+    let name = required(queue, "queue");
+    let payloads = required(payloads, "payloads");
+    let delay = required(delay, "delay");
+    let priority = required(priority, "priority");
+    rules::check_name(name).or_raise();
+    let shape = payloads.shape();
+    if shape.dimensions > 1 {
+        QueueError::NotOneDimensional { argument: "payloads" }.raise();
+    }
+    if let Some(position) = shape.first_null {
+        QueueError::NullElement { argument: "payloads", position }.raise();
+    }
+    rules::check_batch_len("payloads", shape.len).or_raise();
+    let now = db::now_us();
+    let (due, state) = due(now, &delay, None);
+    let ids = db::with_tables(|client| {
+        let queue = queue_for_insert(client, name);
+        if shape.len == 0 {
+            return Vec::new();
+        }
+        let rows = db::run(
+            client,
+            &queries::ENQUEUE_BATCH,
+            &[
+                queue.id.into(),
+                payloads.into(),
+                priority.into(),
+                db::timestamp(due).into(),
+                state.into(),
+                db::timestamp(now).into(),
+            ],
+        );
+        let mut ids: Vec<i64> =
+            rows.into_iter().filter_map(|r| r.get::<i64>(1).ok().flatten()).collect();
+        ids.sort_unstable();
+        inserted(ids, name)
+    });
+    SetOfIterator::new(ids)
+}

@@ -1,0 +1,146 @@
+//! Creating, altering and dropping queues.
+
+use pgrx::prelude::*;
+use pgrx::datum::Interval;
+
+use super::duration;
+use crate::catalog;
+use crate::db;
+use crate::errors::{required, OrRaise, QueueError};
+use crate::queries;
+use crate::rules::{self, at_least_zero, positive};
+
+/// The policy options of a queue, each checked against its range. `None`
+/// means "not given" (only `queue_alter` allows that).
+struct Options<'a> {
+    max_attempts: Option<i32>,
+    backoff: Option<&'a str>,
+    retry_delay: Option<Interval>,
+    max_retry_delay: Option<Interval>,
+    lease: Option<Interval>,
+    retention: Option<Interval>,
+}
+
+impl Options<'_> {
+    fn check(&self) -> Result<(), QueueError> {
+        if let Some(n) = self.max_attempts {
+            rules::check_max_attempts(n)?;
+        }
+        if let Some(word) = self.backoff {
+            rules::parse_backoff(word)?;
+        }
+        let intervals = [
+            ("retry_delay", &self.retry_delay),
+            ("max_retry_delay", &self.max_retry_delay),
+            ("retention", &self.retention),
+        ];
+        for (option, value) in intervals {
+            if let Some(v) = value {
+                at_least_zero(option, &duration(v))?;
+            }
+        }
+        if let Some(v) = &self.lease {
+            positive("lease", &duration(v))?;
+        }
+        Ok(())
+    }
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn queue_create(
+    queue: Option<&str>,
+    max_attempts: default!(Option<i32>, 5),
+    backoff: default!(Option<&str>, "'exponential'"),
+    retry_delay: default!(Option<Interval>, "'1 second'"),
+    max_retry_delay: default!(Option<Interval>, "'1 hour'"),
+    lease: default!(Option<Interval>, "'5 minutes'"),
+    retention: default!(Option<Interval>, "'1 day'"),
+) {
+    let name = required(queue, "queue");
+    let options = Options {
+        max_attempts: Some(required(max_attempts, "max_attempts")),
+        backoff: Some(required(backoff, "backoff")),
+        retry_delay: Some(required(retry_delay, "retry_delay")),
+        max_retry_delay: Some(required(max_retry_delay, "max_retry_delay")),
+        lease: Some(required(lease, "lease")),
+        retention: Some(required(retention, "retention")),
+    };
+    rules::check_name(name).or_raise();
+    options.check().or_raise();
+    let owner = db::calling_role();
+    db::with_tables(|client| {
+        db::run(
+            client,
+            &queries::CREATE_QUEUE,
+            &[
+                name.into(),
+                owner.into(),
+                options.max_attempts.into(),
+                options.backoff.into(),
+                options.retry_delay.into(),
+                options.max_retry_delay.into(),
+                options.lease.into(),
+                options.retention.into(),
+            ],
+        );
+    })
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn queue_alter(
+    queue: Option<&str>,
+    max_attempts: default!(Option<i32>, "NULL"),
+    backoff: default!(Option<&str>, "NULL"),
+    retry_delay: default!(Option<Interval>, "NULL"),
+    max_retry_delay: default!(Option<Interval>, "NULL"),
+    lease: default!(Option<Interval>, "NULL"),
+    retention: default!(Option<Interval>, "NULL"),
+) {
+    let name = required(queue, "queue");
+    let options =
+        Options { max_attempts, backoff, retry_delay, max_retry_delay, lease, retention };
+    rules::check_name(name).or_raise();
+    options.check().or_raise();
+    let caller = db::calling_role();
+    db::with_tables(|client| {
+        let queue = catalog::require(client, name).or_raise();
+        queue.check_owner(caller, "alter").or_raise();
+        db::run(
+            client,
+            &queries::ALTER_QUEUE,
+            &[
+                queue.id.into(),
+                options.max_attempts.into(),
+                options.backoff.into(),
+                options.retry_delay.into(),
+                options.max_retry_delay.into(),
+                options.lease.into(),
+                options.retention.into(),
+            ],
+        );
+    })
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn queue_drop(queue: Option<&str>, force: default!(Option<bool>, false)) -> bool {
+    let name = required(queue, "queue");
+    let force = required(force, "force");
+    let caller = db::calling_role();
+    db::with_tables(|client| {
+        let Some(queue) = catalog::find(client, name).or_raise() else {
+            return false;
+        };
+        queue.check_owner(caller, "drop").or_raise();
+        queue.lock(true);
+        let row = db::run(client, &queries::DROP_QUEUE, &[queue.id.into(), force.into()]).first();
+        let dropped: i64 = row.get(1).ok().flatten().unwrap_or(0);
+        let unfinished: i64 = row.get(2).ok().flatten().unwrap_or(0);
+        if dropped == 0 && unfinished > 0 {
+            QueueError::UnfinishedJobs { name: name.to_string(), unfinished }.raise();
+        }
+        dropped > 0
+    })
+}

@@ -1,0 +1,76 @@
+//! Queues as the API sees them: looked up by name, with their policies.
+
+use pgrx::pg_sys::{self, Oid};
+use pgrx::spi::SpiClient;
+use pgrx::datum::Interval;
+
+use crate::db;
+use crate::errors::QueueError;
+use crate::policy::interval_micros;
+use crate::queries;
+use crate::rules;
+
+pub struct Queue {
+    pub id: i32,
+    pub name: String,
+    pub owner: Oid,
+    pub max_attempts: i32,
+    pub lease_us: i64,
+    pub paused: bool,
+}
+
+pub fn micros(i: &Interval) -> i64 {
+    interval_micros(i.months(), i.days(), i.micros())
+}
+
+/// The queue named `name`, if it exists. A name that breaks the naming rule
+/// is an error, not a missing queue.
+pub fn find(client: &mut SpiClient<'_>, name: &str) -> Result<Option<Queue>, QueueError> {
+    rules::check_name(name)?;
+    let rows = db::run(client, &queries::FIND_QUEUE, &[name.into()]);
+    let Some(row) = rows.into_iter().next() else {
+        return Ok(None);
+    };
+    let interval = |n: usize| -> i64 {
+        let value: Option<Interval> = row.get(n).expect("an interval column");
+        micros(&value.expect("a policy interval"))
+    };
+    Ok(Some(Queue {
+        id: row.get(1).ok().flatten().expect("a queue id"),
+        name: name.to_string(),
+        owner: row.get(2).ok().flatten().expect("a queue owner"),
+        max_attempts: row.get(3).ok().flatten().expect("max_attempts"),
+        lease_us: interval(4),
+        paused: row.get(5).ok().flatten().expect("paused"),
+    }))
+}
+
+/// The queue named `name`, or 42704.
+pub fn require(client: &mut SpiClient<'_>, name: &str) -> Result<Queue, QueueError> {
+    find(client, name)?.ok_or_else(|| QueueError::UndefinedQueue { name: name.to_string() })
+}
+
+impl Queue {
+    /// 42501 unless `role` may administer this queue.
+    pub fn check_owner(&self, role: Oid, action: &'static str) -> Result<(), QueueError> {
+        if db::acts_as(role, self.owner) {
+            Ok(())
+        } else {
+            Err(QueueError::NotOwner { name: self.name.clone(), action })
+        }
+    }
+
+    /// Taken by every enqueue (shared) and by `queue_drop` (exclusive) until
+    /// the end of the transaction, so that a queue is never dropped under a
+    /// job being added to it. A lock, not a row: enqueues write no shared row.
+    pub fn lock(&self, exclusive: bool) {
+        let mode = if exclusive {
+            pg_sys::AccessExclusiveLock
+        } else {
+            pg_sys::AccessShareLock
+        };
+        unsafe {
+            pg_sys::LockDatabaseObject(db::queues_table(), Oid::from(self.id as u32), 0, mode as _)
+        }
+    }
+}

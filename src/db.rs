@@ -1,0 +1,142 @@
+//! How the API reaches its tables: prepared statements kept for the life of
+//! the backend, run as the extension's owner.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys::{self, Oid, PgOid};
+use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiTupleTable};
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::Spi;
+
+/// One SQL statement of the API: its text (from `sql/queries/`) and the
+/// types of its parameters.
+pub struct Statement {
+    pub sql: &'static str,
+    pub args: &'static [PgOid],
+}
+
+thread_local! {
+    /// Plans prepared in this backend, by statement text. Leaked on purpose:
+    /// there are a few dozen and they live as long as the backend.
+    static PLANS: RefCell<HashMap<usize, &'static OwnedPreparedStatement>> =
+        RefCell::new(HashMap::new());
+    /// What we know of the installed extension, looked up once per backend
+    /// and checked against the current extension oid on every call.
+    static EXTENSION: Cell<Extension> = const { Cell::new(Extension::NONE) };
+}
+
+fn plan(client: &SpiClient<'_>, stmt: &Statement) -> &'static OwnedPreparedStatement {
+    let key = stmt.sql.as_ptr() as usize;
+    if let Some(found) = PLANS.with(|p| p.borrow().get(&key).copied()) {
+        return found;
+    }
+    let prepared = client
+        .prepare_mut(stmt.sql, stmt.args)
+        .unwrap_or_else(|e| panic!("cannot prepare a statement of the queue extension: {e}"))
+        .keep();
+    let leaked: &'static OwnedPreparedStatement = Box::leak(Box::new(prepared));
+    PLANS.with(|p| p.borrow_mut().insert(key, leaked));
+    leaked
+}
+
+/// Runs one statement and returns its rows.
+pub fn run<'c>(
+    client: &mut SpiClient<'c>,
+    stmt: &Statement,
+    args: &[DatumWithOid<'_>],
+) -> SpiTupleTable<'c> {
+    let plan = plan(client, stmt);
+    client
+        .update(plan, None, args)
+        .unwrap_or_else(|e| panic!("a statement of the queue extension failed: {e}"))
+}
+
+/// Runs `f` with an SPI connection, as the owner of the extension's tables:
+/// callers may use the API without any privilege on the tables themselves.
+/// The caller's identity is restored afterwards (and by PostgreSQL on error).
+pub fn with_tables<R>(f: impl FnOnce(&mut SpiClient<'_>) -> R) -> R {
+    let owner = extension_owner();
+    let (mut user, mut context) = (Oid::INVALID, 0);
+    unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
+        pg_sys::SetUserIdAndSecContext(
+            owner,
+            context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32,
+        );
+    }
+    struct Restore(Oid, i32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            unsafe { pg_sys::SetUserIdAndSecContext(self.0, self.1) }
+        }
+    }
+    let _restore = Restore(user, context);
+    Spi::connect_mut(f)
+}
+
+#[derive(Clone, Copy)]
+struct Extension {
+    oid: Oid,
+    owner: Oid,
+    queues_table: Oid,
+}
+
+impl Extension {
+    const NONE: Extension =
+        Extension { oid: Oid::INVALID, owner: Oid::INVALID, queues_table: Oid::INVALID };
+}
+
+fn extension() -> Extension {
+    let oid = unsafe { pg_sys::get_extension_oid(c"queue".as_ptr(), false) };
+    let cached = EXTENSION.with(Cell::get);
+    if cached.oid == oid {
+        return cached;
+    }
+    let (owner, queues_table) = Spi::get_two_with_args::<Oid, Oid>(
+        "SELECT e.extowner, c.oid FROM pg_catalog.pg_extension e \
+           JOIN pg_catalog.pg_class c \
+             ON c.relnamespace = e.extnamespace AND c.relname = 'queue_queues' \
+          WHERE e.oid = $1",
+        &[oid.into()],
+    )
+    .expect("the queue extension and its tables are installed");
+    let found = Extension {
+        oid,
+        owner: owner.expect("an extension owner"),
+        queues_table: queues_table.expect("the queue_queues table"),
+    };
+    EXTENSION.with(|c| c.set(found));
+    found
+}
+
+fn extension_owner() -> Oid {
+    extension().owner
+}
+
+/// The oid of `queue_queues`, the class of the locks taken on queues.
+pub fn queues_table() -> Oid {
+    extension().queues_table
+}
+
+/// The role calling the API (the current user, before any switch).
+pub fn calling_role() -> Oid {
+    unsafe { pg_sys::GetUserId() }
+}
+
+/// Whether `role` may act as the owner `owner` of a queue: a member of the
+/// owning role, or a superuser.
+pub fn acts_as(role: Oid, owner: Oid) -> bool {
+    unsafe { pg_sys::superuser_arg(role) || pg_sys::is_member_of_role(role, owner) }
+}
+
+/// The wall-clock time now, in microseconds since 2000-01-01 (not the
+/// transaction's start: leases and delays count from the moment of the call).
+pub fn now_us() -> i64 {
+    unsafe { pg_sys::GetCurrentTimestamp() }
+}
+
+pub fn timestamp(us: i64) -> TimestampWithTimeZone {
+    TimestampWithTimeZone::try_from(us).expect("a valid timestamp")
+}

@@ -1,0 +1,133 @@
+//! Every error the API raises, with its SQLSTATE, message and hint, in one
+//! place. Each message names the offending value and the rule it broke.
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+
+use crate::rules::{MAX_BATCH, NAME_RULE};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum QueueError {
+    /// A NULL where the argument has no (non-NULL) default.
+    NullArgument { argument: &'static str },
+    /// A NULL element inside an array argument (1-based position).
+    NullElement { argument: &'static str, position: usize },
+    InvalidName { name: String },
+    /// An option or argument outside its range; `rule` says the range.
+    OutOfRange { option: &'static str, value: String, rule: &'static str },
+    UnknownBackoff { word: String },
+    NotAnObject { argument: &'static str, value: String },
+    NotOneDimensional { argument: &'static str },
+    ArrayLengthMismatch { left: &'static str, left_len: usize, right: &'static str, right_len: usize },
+    BatchTooLarge { argument: &'static str, len: usize },
+    UndefinedQueue { name: String },
+    NotOwner { name: String, action: &'static str },
+    UnfinishedJobs { name: String, unfinished: i64 },
+}
+
+impl QueueError {
+    pub fn sqlstate(&self) -> PgSqlErrorCode {
+        use PgSqlErrorCode::*;
+        match self {
+            QueueError::NullArgument { .. } | QueueError::NullElement { .. } => {
+                ERRCODE_NULL_VALUE_NOT_ALLOWED
+            }
+            QueueError::InvalidName { .. }
+            | QueueError::OutOfRange { .. }
+            | QueueError::UnknownBackoff { .. }
+            | QueueError::NotAnObject { .. }
+            | QueueError::NotOneDimensional { .. }
+            | QueueError::ArrayLengthMismatch { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
+            QueueError::BatchTooLarge { .. } => ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            QueueError::UndefinedQueue { .. } => ERRCODE_UNDEFINED_OBJECT,
+            QueueError::NotOwner { .. } => ERRCODE_INSUFFICIENT_PRIVILEGE,
+            QueueError::UnfinishedJobs { .. } => ERRCODE_OBJECT_IN_USE,
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            QueueError::NullArgument { argument } => format!("{argument} must not be NULL"),
+            QueueError::NullElement { argument, position } => {
+                format!("{argument} must not contain NULL (element {position} is NULL)")
+            }
+            QueueError::InvalidName { name } => {
+                format!("invalid queue name \"{name}\": {NAME_RULE}")
+            }
+            QueueError::OutOfRange { option, value, rule } => {
+                format!("{option} must be {rule}, got {value}")
+            }
+            QueueError::UnknownBackoff { word } => format!(
+                "unknown backoff \"{word}\": must be {}",
+                crate::policy::Backoff::WORDS
+            ),
+            QueueError::NotAnObject { argument, value } => {
+                format!("{argument} must be a JSON object, got {value}")
+            }
+            QueueError::NotOneDimensional { argument } => {
+                format!("{argument} must be a one-dimensional array")
+            }
+            QueueError::ArrayLengthMismatch { left, left_len, right, right_len } => format!(
+                "{left} and {right} must have the same length, got {left_len} and {right_len}"
+            ),
+            QueueError::BatchTooLarge { argument, len } => {
+                format!("{argument} has {len} elements, more than the limit of {MAX_BATCH} per call")
+            }
+            QueueError::UndefinedQueue { name } => format!("queue \"{name}\" does not exist"),
+            QueueError::NotOwner { name, action } => {
+                format!("must be owner of queue \"{name}\" to {action} it")
+            }
+            QueueError::UnfinishedJobs { name, unfinished } => {
+                format!("queue \"{name}\" still has {unfinished} unfinished jobs")
+            }
+        }
+    }
+
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            QueueError::InvalidName { .. } => {
+                Some("Use lower-case letters, digits and the characters _ - . : only.".into())
+            }
+            QueueError::BatchTooLarge { .. } => {
+                Some("Split the batch into several calls.".into())
+            }
+            QueueError::UndefinedQueue { name } => {
+                Some(format!("Create it first with queue_create('{name}')."))
+            }
+            QueueError::NotOwner { .. } => Some(
+                "Only the role that created the queue, its members and superusers may do this."
+                    .into(),
+            ),
+            QueueError::UnfinishedJobs { .. } => Some(
+                "Wait for the jobs to finish, or drop it anyway with force => true.".into(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// Raises this error as a PostgreSQL ERROR; never returns.
+    pub fn raise(self) -> ! {
+        let mut report = ErrorReport::new(self.sqlstate(), self.message(), "queue");
+        if let Some(hint) = self.hint() {
+            report = report.set_hint(hint);
+        }
+        report.report(PgLogLevel::ERROR);
+        unreachable!("an ERROR report returns control to PostgreSQL")
+    }
+}
+
+/// Unwraps a value, or raises the error.
+pub trait OrRaise<T> {
+    fn or_raise(self) -> T;
+}
+
+impl<T> OrRaise<T> for Result<T, QueueError> {
+    fn or_raise(self) -> T {
+        self.unwrap_or_else(|e| e.raise())
+    }
+}
+
+/// A required argument: NULL raises 22004 naming it.
+pub fn required<T>(value: Option<T>, argument: &'static str) -> T {
+    value.unwrap_or_else(|| QueueError::NullArgument { argument }.raise())
+}

@@ -1,0 +1,155 @@
+//! `jsonb` values passed through untouched.
+//!
+//! pgrx's `JsonB` converts every value to text and through serde_json and
+//! back, which is slow and can change numbers that do not fit an `f64`. A
+//! payload must come back exactly as it went in, so the API takes and returns
+//! `jsonb` as the server's own datum and never looks inside it.
+
+use std::ptr::NonNull;
+
+use pgrx::callconv::{Arg, ArgAbi, BoxRet, FcInfo};
+use pgrx::datum::Datum;
+use pgrx::pg_sys;
+use pgrx::pgrx_sql_entity_graph::metadata::{
+    ArgumentError, ReturnsError, ReturnsRef, SqlMappingRef, SqlTranslatable, TypeOrigin,
+};
+use pgrx::{FromDatum, IntoDatum, PgMemoryContexts};
+
+/// A `jsonb` datum, by reference.
+#[derive(Clone, Copy, Debug)]
+pub struct Jsonb(pg_sys::Datum);
+
+impl Jsonb {
+    /// The JSON type of the value (`object`, `array`, `string`, ...).
+    pub fn type_name(self) -> String {
+        let typ: Option<String> = unsafe {
+            pgrx::direct_function_call(pg_sys::jsonb_typeof, &[Some(self.0)])
+        };
+        typ.unwrap_or_default()
+    }
+}
+
+impl FromDatum for Jsonb {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        _: pg_sys::Oid,
+    ) -> Option<Self> {
+        (!is_null).then_some(Jsonb(datum))
+    }
+
+    /// Copies the value out of a memory context that is about to go away
+    /// (the SPI result it was read from).
+    unsafe fn from_datum_in_memory_context(
+        mut memory_context: PgMemoryContexts,
+        datum: pg_sys::Datum,
+        is_null: bool,
+        _: pg_sys::Oid,
+    ) -> Option<Self> {
+        if is_null {
+            return None;
+        }
+        memory_context.switch_to(|_| unsafe {
+            let copy = pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr());
+            Some(Jsonb(pg_sys::Datum::from(copy)))
+        })
+    }
+}
+
+impl IntoDatum for Jsonb {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        Some(self.0)
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONBOID
+    }
+}
+
+unsafe impl<'fcx> ArgAbi<'fcx> for Jsonb {
+    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+        let index = arg.index();
+        unsafe { arg.unbox_arg_using_from_datum() }
+            .unwrap_or_else(|| panic!("argument {index} must not be null"))
+    }
+}
+
+unsafe impl BoxRet for Jsonb {
+    unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
+        unsafe { fcinfo.return_raw_datum(self.0) }
+    }
+}
+
+unsafe impl SqlTranslatable for Jsonb {
+    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(Jsonb);
+    const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
+    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("jsonb"));
+    const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
+        Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb")));
+}
+
+/// A `jsonb[]` datum, by reference: handed to SQL whole, as one parameter.
+#[derive(Clone, Copy, Debug)]
+pub struct JsonbArray(pg_sys::Datum);
+
+/// What a batch enqueue needs to know of its array before it stores it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ArrayShape {
+    pub len: usize,
+    pub dimensions: usize,
+    /// 1-based position of the first NULL element.
+    pub first_null: Option<usize>,
+}
+
+impl JsonbArray {
+    pub fn shape(self) -> ArrayShape {
+        unsafe {
+            let ptr = pg_sys::pg_detoast_datum(self.0.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+            let mut raw = pgrx::array::RawArray::from_ptr(NonNull::new_unchecked(ptr));
+            let len = raw.len();
+            let dimensions = raw.dims().len();
+            let first_null = raw.nulls_bitslice().and_then(|bits| {
+                // a set bit means "not null"
+                bits.as_ref().iter().take(len).position(|bit| !*bit).map(|i| i + 1)
+            });
+            ArrayShape { len, dimensions, first_null }
+        }
+    }
+}
+
+impl FromDatum for JsonbArray {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        _: pg_sys::Oid,
+    ) -> Option<Self> {
+        (!is_null).then_some(JsonbArray(datum))
+    }
+}
+
+impl IntoDatum for JsonbArray {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        Some(self.0)
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONBARRAYOID
+    }
+}
+
+unsafe impl<'fcx> ArgAbi<'fcx> for JsonbArray {
+    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+        let index = arg.index();
+        unsafe { arg.unbox_arg_using_from_datum() }
+            .unwrap_or_else(|| panic!("argument {index} must not be null"))
+    }
+}
+
+unsafe impl SqlTranslatable for JsonbArray {
+    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(JsonbArray);
+    const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
+    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> =
+        Ok(SqlMappingRef::literal("jsonb[]"));
+    const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
+        Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb[]")));
+}

@@ -1,0 +1,37 @@
+//! `queue`: a durable job queue inside PostgreSQL.
+//!
+//! This file is only a table of contents. The SQL contract is in the README
+//! and in `sql/`; the Rust side checks arguments and runs the statements.
+
+use pgrx::prelude::*;
+
+mod api;
+mod catalog;
+mod db;
+mod errors;
+mod jsonb;
+mod policy;
+mod queries;
+mod rules;
+
+::pgrx::pg_module_magic!(name, version);
+
+extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
+extension_sql_file!("../sql/views.sql", name = "views");
+extension_sql_file!("../sql/maintenance.sql", name = "maintenance");
+extension_sql_file!("../sql/grants.sql", name = "grants", finalize);
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests;
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![]
+    }
+}

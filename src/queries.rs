@@ -1,0 +1,40 @@
+//! The statements of the API, from `sql/queries/`, with their parameter types.
+
+use pgrx::pg_sys::BuiltinOid::*;
+use pgrx::pg_sys::PgOid::BuiltIn;
+
+use crate::db::Statement;
+
+macro_rules! statements {
+    ($($name:ident = $file:literal ($($arg:ident),*);)*) => {
+        $(pub const $name: Statement = Statement {
+            sql: include_str!(concat!("../sql/queries/", $file)),
+            args: &[$(BuiltIn($arg)),*],
+        };)*
+    };
+}
+
+statements! {
+    FIND_QUEUE = "find_queue.sql" (TEXTOID);
+    CREATE_QUEUE = "create_queue.sql" (TEXTOID, OIDOID, INT4OID, TEXTOID, INTERVALOID,
+        INTERVALOID, INTERVALOID, INTERVALOID);
+    ALTER_QUEUE = "alter_queue.sql" (INT4OID, INT4OID, TEXTOID, INTERVALOID, INTERVALOID,
+        INTERVALOID, INTERVALOID);
+    DROP_QUEUE = "drop_queue.sql" (INT4OID, BOOLOID);
+
+    ENQUEUE = "enqueue.sql" (INT4OID, JSONBOID, JSONBOID, INT4OID, TIMESTAMPTZOID, TEXTOID,
+        TEXTOID, TIMESTAMPTZOID);
+    ENQUEUE_BATCH = "enqueue_batch.sql" (INT4OID, JSONBARRAYOID, INT4OID, TIMESTAMPTZOID,
+        TEXTOID, TIMESTAMPTZOID);
+    DEDUP_LOCK = "dedup_lock.sql" (INT4OID, TEXTOID);
+    DEDUP_FIND = "dedup_find.sql" (INT4OID, TEXTOID);
+
+    PROMOTE = "promote.sql" (INT4OID, TIMESTAMPTZOID, INT4OID);
+    RESCUE = "rescue.sql" (INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID);
+    CLAIM = "claim.sql" (INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID);
+    COMPLETE = "complete.sql" (INT8ARRAYOID, UUIDARRAYOID, TIMESTAMPTZOID);
+    FAIL_LOCK = "fail_lock.sql" (INT8OID, UUIDOID);
+    FAIL_RETRY = "fail_retry.sql" (INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID);
+    FAIL_BURY = "fail_bury.sql" (INT8OID, TEXTOID, TIMESTAMPTZOID);
+    EXTEND = "extend.sql" (INT8OID, UUIDOID, TIMESTAMPTZOID);
+}

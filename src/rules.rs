@@ -1,0 +1,131 @@
+//! The input rules of the API (names, ranges, limits), pure and unit-tested.
+
+use crate::errors::QueueError;
+use crate::policy::Backoff;
+
+/// Largest array `queue_enqueue_batch` and `queue_complete_batch` accept, and
+/// the most jobs one `queue_claim` call hands out.
+pub const MAX_BATCH: usize = 10_000;
+
+pub const NAME_RULE: &str = "a queue name is 1 to 63 characters of a-z, 0-9, _, -, . and :";
+
+pub fn check_name(name: &str) -> Result<(), QueueError> {
+    let allowed = |c: char| matches!(c, 'a'..='z' | '0'..='9' | '_' | '-' | '.' | ':');
+    if (1..=63).contains(&name.len()) && name.chars().all(allowed) {
+        Ok(())
+    } else {
+        Err(QueueError::InvalidName { name: name.to_string() })
+    }
+}
+
+/// A duration argument, already reduced to microseconds, and its text for
+/// error messages.
+#[derive(Clone, Debug)]
+pub struct Duration {
+    pub micros: i64,
+    pub text: String,
+}
+
+pub fn at_least_zero(option: &'static str, d: &Duration) -> Result<(), QueueError> {
+    if d.micros >= 0 {
+        Ok(())
+    } else {
+        Err(QueueError::OutOfRange { option, value: d.text.clone(), rule: "at least 0" })
+    }
+}
+
+pub fn positive(option: &'static str, d: &Duration) -> Result<(), QueueError> {
+    if d.micros > 0 {
+        Ok(())
+    } else {
+        Err(QueueError::OutOfRange { option, value: d.text.clone(), rule: "greater than 0" })
+    }
+}
+
+pub fn check_max_attempts(value: i32) -> Result<(), QueueError> {
+    if value >= 1 {
+        Ok(())
+    } else {
+        Err(QueueError::OutOfRange {
+            option: "max_attempts",
+            value: value.to_string(),
+            rule: "at least 1",
+        })
+    }
+}
+
+pub fn parse_backoff(word: &str) -> Result<Backoff, QueueError> {
+    Backoff::parse(word).ok_or_else(|| QueueError::UnknownBackoff { word: word.to_string() })
+}
+
+pub fn check_max_jobs(value: i32) -> Result<usize, QueueError> {
+    if value >= 1 && value as usize <= MAX_BATCH {
+        Ok(value as usize)
+    } else {
+        Err(QueueError::OutOfRange {
+            option: "max_jobs",
+            value: value.to_string(),
+            rule: "between 1 and 10000",
+        })
+    }
+}
+
+pub fn check_batch_len(argument: &'static str, len: usize) -> Result<(), QueueError> {
+    if len <= MAX_BATCH {
+        Ok(())
+    } else {
+        Err(QueueError::BatchTooLarge { argument, len })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(micros: i64) -> Duration {
+        Duration { micros, text: format!("{micros} us") }
+    }
+
+    #[test]
+    fn names() {
+        for ok in ["a", "emails", "tenant-1.jobs:high_prio", &"x".repeat(63), "0"] {
+            assert_eq!(check_name(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "Emails", "with space", "é", "semi;colon", "slash/", &"x".repeat(64)] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ranges() {
+        assert!(at_least_zero("retry_delay", &d(0)).is_ok());
+        assert!(at_least_zero("retry_delay", &d(-1)).is_err());
+        assert!(positive("lease", &d(1)).is_ok());
+        assert!(positive("lease", &d(0)).is_err());
+        assert!(check_max_attempts(1).is_ok());
+        assert!(check_max_attempts(0).is_err());
+        assert_eq!(check_max_jobs(10_000), Ok(10_000));
+        assert!(check_max_jobs(10_001).is_err());
+        assert!(check_max_jobs(0).is_err());
+        assert!(check_batch_len("payloads", 10_000).is_ok());
+        assert_eq!(
+            check_batch_len("payloads", 10_001),
+            Err(QueueError::BatchTooLarge { argument: "payloads", len: 10_001 })
+        );
+    }
+
+    #[test]
+    fn out_of_range_names_option_value_and_rule() {
+        let e = at_least_zero("delay", &Duration { micros: -1, text: "-00:00:01".into() });
+        assert_eq!(e.unwrap_err().message(), "delay must be at least 0, got -00:00:01");
+    }
+
+    #[test]
+    fn backoff_words_are_checked() {
+        assert_eq!(parse_backoff("linear"), Ok(Backoff::Linear));
+        assert_eq!(
+            parse_backoff("random").unwrap_err().message(),
+            "unknown backoff \"random\": must be 'fixed', 'linear' or 'exponential'"
+        );
+    }
+}
