@@ -28,6 +28,7 @@ CREATE SEQUENCE queue_job_id_seq;
 -- sequence rather than a row, so that reading it on every enqueue walks no
 -- chain of dead row versions, even while vacuum is held back.
 CREATE SEQUENCE queue_live_generation MINVALUE 0 START 0;
+SELECT pg_catalog.setval('queue_live_generation', 0, true);
 
 -- Unfinished jobs, and nothing else: the table that claims scan. `state` is
 -- `ready` (pending and due), `scheduled` (pending, due later) or `processing`.

@@ -78,7 +78,8 @@ impl QueueError {
                 format!("must be owner of queue \"{name}\" to {action} it")
             }
             QueueError::UnfinishedJobs { name, unfinished } => {
-                format!("queue \"{name}\" still has {unfinished} unfinished jobs")
+                let jobs = if *unfinished == 1 { "job" } else { "jobs" };
+                format!("queue \"{name}\" still has {unfinished} unfinished {jobs}")
             }
         }
     }

@@ -1,0 +1,69 @@
+\set SHOW_CONTEXT never
+SET datestyle = ISO;
+SET intervalstyle = postgres;
+SET timezone = UTC;
+CREATE ROLE queue_alice;
+CREATE ROLE queue_bob;
+CREATE ROLE queue_carol IN ROLE queue_alice;
+CREATE ROLE queue_dba IN ROLE pg_monitor;
+
+-- anyone may create a queue, and owns it
+SET ROLE queue_alice;
+SELECT queue_create('r.alice');
+SELECT queue_enqueue('r.alice', '{"from": "alice"}') > 0 AS enqueued;
+RESET ROLE;
+SELECT owner FROM queue_queues WHERE name = 'r.alice';
+
+-- others may produce and consume, but not administer
+SET ROLE queue_bob;
+SELECT queue_enqueue('r.alice', '{"from": "bob"}') > 0 AS enqueued;
+SELECT payload, queue_complete(id, lease) FROM queue_claim('r.alice', 'bob', 10);
+SELECT queue_alter('r.alice', max_attempts => 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_drop('r.alice', force => true);
+\echo :LAST_ERROR_SQLSTATE
+-- and never reach the tables behind the API
+INSERT INTO queue_queues (name, owner, max_attempts, backoff, retry_delay, max_retry_delay, lease, retention)
+VALUES ('r.forged', 'queue_bob', 1, 'fixed', '1s', '1s', '1s', '1s');
+\echo :LAST_ERROR_SQLSTATE
+UPDATE queue_live SET state = 'ready';
+\echo :LAST_ERROR_SQLSTATE
+DELETE FROM queue_dead;
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM queue_jobs;
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM queue_maintain();
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT max_attempts FROM queue_queues WHERE name = 'r.alice';
+
+-- a member of the owning role may administer it
+SET ROLE queue_carol;
+SELECT queue_alter('r.alice', max_attempts => 3);
+RESET ROLE;
+SELECT max_attempts FROM queue_queues WHERE name = 'r.alice';
+
+-- pg_monitor reads the view
+SET ROLE queue_dba;
+SELECT count(*) > 0 AS readable FROM queue_jobs;
+RESET ROLE;
+
+-- functions found first on the caller's search_path are never used
+CREATE SCHEMA queue_trap;
+GRANT USAGE, CREATE ON SCHEMA queue_trap TO queue_bob;
+SET ROLE queue_bob;
+CREATE FUNCTION queue_trap.hashtext(text) RETURNS integer LANGUAGE sql
+    AS $$ SELECT 1 / 0 $$;
+CREATE FUNCTION queue_trap.gen_random_uuid() RETURNS uuid LANGUAGE sql
+    AS $$ SELECT '00000000-0000-0000-0000-000000000000'::uuid $$;
+SET search_path = queue_trap, public;
+SELECT queue_enqueue('r.alice', '{}', dedup_key => 'trap') > 0 AS enqueued;
+SELECT lease <> '00000000-0000-0000-0000-000000000000' AS real_lease
+  FROM queue_claim('r.alice', max_jobs => 1);
+RESET search_path;
+RESET ROLE;
+
+-- a superuser may administer any queue
+SELECT queue_drop('r.alice', force => true);
+DROP SCHEMA queue_trap CASCADE;
+DROP ROLE queue_alice, queue_bob, queue_carol, queue_dba;

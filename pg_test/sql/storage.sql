@@ -1,0 +1,49 @@
+\set SHOW_CONTEXT never
+SET datestyle = ISO;
+SET intervalstyle = postgres;
+SET timezone = UTC;
+-- Rotating the live ring moves every unfinished job, with its state and
+-- lease, to the other partition, and empties the old one.
+SELECT queue_create('s.ring');
+SELECT id AS ring FROM queue_queues WHERE name = 's.ring' \gset
+SELECT count(*) FROM queue_enqueue_batch('s.ring', array_fill('{}'::jsonb, ARRAY[4]));
+SELECT queue_enqueue('s.ring', '{}', delay => '1 hour') > 0 AS scheduled;
+SELECT id, lease FROM queue_claim('s.ring') \gset ring_
+SELECT state, count(*) FROM queue_live WHERE queue_id = :ring GROUP BY state ORDER BY state;
+SELECT tableoid::regclass AS partition, count(*) FROM queue_live WHERE queue_id = :ring GROUP BY 1 ORDER BY 1;
+SELECT * FROM queue_maintain(force => true);
+SELECT tableoid::regclass AS partition, count(*) FROM queue_live WHERE queue_id = :ring GROUP BY 1 ORDER BY 1;
+SELECT state, count(*) FROM queue_live WHERE queue_id = :ring GROUP BY state ORDER BY state;
+-- new jobs go to the new current partition
+SELECT queue_enqueue('s.ring', '{}') AS after \gset
+SELECT tableoid::regclass AS partition FROM queue_live WHERE id = :after;
+-- the lease taken before the rotation still holds
+SELECT queue_complete(:ring_id, :'ring_lease') AS completed;
+-- and the ring turns back
+SELECT * FROM queue_maintain(force => true);
+SELECT tableoid::regclass AS partition, count(*) FROM queue_live WHERE queue_id = :ring GROUP BY 1 ORDER BY 1;
+-- without force, a ring with few dead tuples is left alone
+SELECT live_rotated FROM queue_maintain();
+
+-- Finished jobs are kept for their queue's retention; a partition of them
+-- is emptied once everything in it has expired.
+SELECT queue_create('s.brief', retention => '0');
+SELECT count(*) FROM queue_enqueue_batch('s.brief', array_fill('{}'::jsonb, ARRAY[3]));
+SELECT array_agg(id) AS ids, array_agg(lease) AS leases
+  FROM queue_claim('s.brief', max_jobs => 3) \gset brief_
+SELECT count(*) FROM queue_complete_batch(:'brief_ids', :'brief_leases');
+SELECT status, count(*) FROM queue_jobs WHERE queue = 's.brief' GROUP BY 1;
+SELECT count(*) AS kept_elsewhere FROM queue_jobs WHERE status = 'succeeded' AND queue <> 's.brief' \gset
+SELECT done_emptied > 0 AS emptied FROM queue_maintain();
+SELECT count(*) FROM queue_jobs WHERE queue = 's.brief';
+-- jobs still within their retention stay
+SELECT count(*) = :kept_elsewhere AS others_kept FROM queue_jobs WHERE status = 'succeeded';
+
+-- Maintenance copies what it sees and then truncates, so it refuses to run
+-- on a snapshot older than its statements.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT * FROM queue_maintain(force => true);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SELECT * FROM queue_maintain(NULL);
+\echo :LAST_ERROR_SQLSTATE

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what building and testing the extension needs on Debian 12, once:
+# PostgreSQL 15 with its server headers, clang for bindgen, sudo for
+# `cargo pgrx test --runas`, and cargo-pgrx 0.18.1. Each step is skipped
+# when already done. Needs root (or sudo) for the packages.
+set -euo pipefail
+
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+PGRX_VERSION=0.18.1
+export PATH="$HOME/.cargo/bin:$PATH" DEBIAN_FRONTEND=noninteractive
+
+if ! command -v cargo >/dev/null; then
+    echo "cargo not found: install Rust 1.89 or newer from https://rustup.rs" >&2
+    echo "(Debian's own rustc is too old for pgrx $PGRX_VERSION)" >&2
+    exit 1
+fi
+rust_minor=$(rustc --version | sed -E 's/^rustc 1\.([0-9]+).*/\1/')
+if [ "$rust_minor" -lt 89 ]; then
+    echo "rustc $(rustc --version) is too old: pgrx $PGRX_VERSION needs 1.89 or newer (rustup update)" >&2
+    exit 1
+fi
+
+sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+packages=(postgresql-15 postgresql-server-dev-15 libclang-dev clang pkg-config build-essential sudo)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing ${missing[*]}"
+    sudo_if_needed apt-get update -q
+    sudo_if_needed apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if ! cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then
+    echo "installing cargo-pgrx $PGRX_VERSION (a few minutes, once)"
+    cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
+fi
+
+if ! grep -qs "^pg15 = \"$PG_CONFIG\"" "$HOME/.pgrx/config.toml"; then
+    cargo pgrx init --pg15 "$PG_CONFIG"
+fi
