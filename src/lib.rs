@@ -22,7 +22,6 @@ extension_sql_file!("../sql/maintenance.sql", name = "maintenance");
 extension_sql_file!("../sql/grants.sql", name = "grants", finalize);
 
 #[cfg(any(test, feature = "pg_test"))]
-#[pg_schema]
 mod tests;
 
 /// Required by `cargo pgrx test`.
