@@ -1,8 +1,8 @@
 //! Queues as the API sees them: looked up by name, with their policies.
 
+use pgrx::datum::Interval;
 use pgrx::pg_sys::{self, Oid};
 use pgrx::spi::SpiClient;
-use pgrx::datum::Interval;
 
 use crate::db;
 use crate::errors::QueueError;
@@ -47,7 +47,9 @@ pub fn find(client: &mut SpiClient<'_>, name: &str) -> Result<Option<Queue>, Que
 
 /// The queue named `name`, or 42704.
 pub fn require(client: &mut SpiClient<'_>, name: &str) -> Result<Queue, QueueError> {
-    find(client, name)?.ok_or_else(|| QueueError::UndefinedQueue { name: name.to_string() })
+    find(client, name)?.ok_or_else(|| QueueError::UndefinedQueue {
+        name: name.to_string(),
+    })
 }
 
 impl Queue {
@@ -56,7 +58,10 @@ impl Queue {
         if db::acts_as(role, self.owner) {
             Ok(())
         } else {
-            Err(QueueError::NotOwner { name: self.name.clone(), action })
+            Err(QueueError::NotOwner {
+                name: self.name.clone(),
+                action,
+            })
         }
     }
 

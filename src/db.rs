@@ -5,9 +5,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use pgrx::datum::DatumWithOid;
+use pgrx::datum::TimestampWithTimeZone;
 use pgrx::pg_sys::{self, Oid, PgOid};
 use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiTupleTable};
-use pgrx::datum::TimestampWithTimeZone;
 use pgrx::Spi;
 
 /// One SQL statement of the API: its text (from `sql/queries/`) and the
@@ -84,8 +84,11 @@ struct Extension {
 }
 
 impl Extension {
-    const NONE: Extension =
-        Extension { oid: Oid::INVALID, owner: Oid::INVALID, queues_table: Oid::INVALID };
+    const NONE: Extension = Extension {
+        oid: Oid::INVALID,
+        owner: Oid::INVALID,
+        queues_table: Oid::INVALID,
+    };
 }
 
 fn extension() -> Extension {

@@ -9,20 +9,54 @@ use crate::rules::{MAX_BATCH, NAME_RULE};
 #[derive(Debug, Clone, PartialEq)]
 pub enum QueueError {
     /// A NULL where the argument has no (non-NULL) default.
-    NullArgument { argument: &'static str },
+    NullArgument {
+        argument: &'static str,
+    },
     /// A NULL element inside an array argument (1-based position).
-    NullElement { argument: &'static str, position: usize },
-    InvalidName { name: String },
+    NullElement {
+        argument: &'static str,
+        position: usize,
+    },
+    InvalidName {
+        name: String,
+    },
     /// An option or argument outside its range; `rule` says the range.
-    OutOfRange { option: &'static str, value: String, rule: &'static str },
-    UnknownBackoff { word: String },
-    NotAnObject { argument: &'static str, value: String },
-    NotOneDimensional { argument: &'static str },
-    ArrayLengthMismatch { left: &'static str, left_len: usize, right: &'static str, right_len: usize },
-    BatchTooLarge { argument: &'static str, len: usize },
-    UndefinedQueue { name: String },
-    NotOwner { name: String, action: &'static str },
-    UnfinishedJobs { name: String, unfinished: i64 },
+    OutOfRange {
+        option: &'static str,
+        value: String,
+        rule: &'static str,
+    },
+    UnknownBackoff {
+        word: String,
+    },
+    NotAnObject {
+        argument: &'static str,
+        value: String,
+    },
+    NotOneDimensional {
+        argument: &'static str,
+    },
+    ArrayLengthMismatch {
+        left: &'static str,
+        left_len: usize,
+        right: &'static str,
+        right_len: usize,
+    },
+    BatchTooLarge {
+        argument: &'static str,
+        len: usize,
+    },
+    UndefinedQueue {
+        name: String,
+    },
+    NotOwner {
+        name: String,
+        action: &'static str,
+    },
+    UnfinishedJobs {
+        name: String,
+        unfinished: i64,
+    },
 }
 
 impl QueueError {
@@ -54,7 +88,11 @@ impl QueueError {
             QueueError::InvalidName { name } => {
                 format!("invalid queue name \"{name}\": {NAME_RULE}")
             }
-            QueueError::OutOfRange { option, value, rule } => {
+            QueueError::OutOfRange {
+                option,
+                value,
+                rule,
+            } => {
                 format!("{option} must be {rule}, got {value}")
             }
             QueueError::UnknownBackoff { word } => format!(
@@ -67,11 +105,18 @@ impl QueueError {
             QueueError::NotOneDimensional { argument } => {
                 format!("{argument} must be a one-dimensional array")
             }
-            QueueError::ArrayLengthMismatch { left, left_len, right, right_len } => format!(
+            QueueError::ArrayLengthMismatch {
+                left,
+                left_len,
+                right,
+                right_len,
+            } => format!(
                 "{left} and {right} must have the same length, got {left_len} and {right_len}"
             ),
             QueueError::BatchTooLarge { argument, len } => {
-                format!("{argument} has {len} elements, more than the limit of {MAX_BATCH} per call")
+                format!(
+                    "{argument} has {len} elements, more than the limit of {MAX_BATCH} per call"
+                )
             }
             QueueError::UndefinedQueue { name } => format!("queue \"{name}\" does not exist"),
             QueueError::NotOwner { name, action } => {
@@ -89,9 +134,7 @@ impl QueueError {
             QueueError::InvalidName { .. } => {
                 Some("Use lower-case letters, digits and the characters _ - . : only.".into())
             }
-            QueueError::BatchTooLarge { .. } => {
-                Some("Split the batch into several calls.".into())
-            }
+            QueueError::BatchTooLarge { .. } => Some("Split the batch into several calls.".into()),
             QueueError::UndefinedQueue { name } => {
                 Some(format!("Create it first with queue_create('{name}')."))
             }
@@ -99,9 +142,9 @@ impl QueueError {
                 "Only the role that created the queue, its members and superusers may do this."
                     .into(),
             ),
-            QueueError::UnfinishedJobs { .. } => Some(
-                "Wait for the jobs to finish, or drop it anyway with force => true.".into(),
-            ),
+            QueueError::UnfinishedJobs { .. } => {
+                Some("Wait for the jobs to finish, or drop it anyway with force => true.".into())
+            }
             _ => None,
         }
     }

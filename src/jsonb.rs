@@ -22,9 +22,8 @@ pub struct Jsonb(pg_sys::Datum);
 impl Jsonb {
     /// The JSON type of the value (`object`, `array`, `string`, ...).
     pub fn type_name(self) -> String {
-        let typ: Option<String> = unsafe {
-            pgrx::direct_function_call(pg_sys::jsonb_typeof, &[Some(self.0)])
-        };
+        let typ: Option<String> =
+            unsafe { pgrx::direct_function_call(pg_sys::jsonb_typeof, &[Some(self.0)]) };
         typ.unwrap_or_default()
     }
 }
@@ -110,9 +109,17 @@ impl JsonbArray {
             let dimensions = raw.dims().len();
             let first_null = raw.nulls_bitslice().and_then(|bits| {
                 // a set bit means "not null"
-                bits.as_ref().iter().take(len).position(|bit| !*bit).map(|i| i + 1)
+                bits.as_ref()
+                    .iter()
+                    .take(len)
+                    .position(|bit| !*bit)
+                    .map(|i| i + 1)
             });
-            ArrayShape { len, dimensions, first_null }
+            ArrayShape {
+                len,
+                dimensions,
+                first_null,
+            }
         }
     }
 }

@@ -153,7 +153,10 @@ mod tests {
         for n in [62, 63, 64, 1_000, i32::MAX] {
             assert_eq!(backoff_delay(Backoff::Exponential, S, max, n), max);
             assert_eq!(backoff_delay(Backoff::Linear, i64::MAX, max, n), max);
-            assert_eq!(backoff_delay(Backoff::Exponential, i64::MAX, i64::MAX, n), MAX_DELAY_US);
+            assert_eq!(
+                backoff_delay(Backoff::Exponential, i64::MAX, i64::MAX, n),
+                MAX_DELAY_US
+            );
         }
         assert_eq!(backoff_delay(Backoff::Exponential, 0, max, i32::MAX), 0);
         assert_eq!(backoff_delay(Backoff::Fixed, S, 0, 3), 0);
@@ -183,14 +186,26 @@ mod tests {
     #[test]
     fn failure_outcomes() {
         let f = |attempts, max, permanent, retry_in| {
-            after_failure(attempts, max, permanent, retry_in, Backoff::Exponential, S, 60 * S, 0.0)
+            after_failure(
+                attempts,
+                max,
+                permanent,
+                retry_in,
+                Backoff::Exponential,
+                S,
+                60 * S,
+                0.0,
+            )
         };
         assert_eq!(f(1, 3, false, None), FailOutcome::Retry { delay_us: S });
         assert_eq!(f(2, 3, false, None), FailOutcome::Retry { delay_us: 2 * S });
         assert_eq!(f(3, 3, false, None), FailOutcome::Dead);
         assert_eq!(f(1, 3, true, None), FailOutcome::Dead);
         assert_eq!(f(1, 3, false, Some(0)), FailOutcome::Retry { delay_us: 0 });
-        assert_eq!(f(2, 3, false, Some(7 * S)), FailOutcome::Retry { delay_us: 7 * S });
+        assert_eq!(
+            f(2, 3, false, Some(7 * S)),
+            FailOutcome::Retry { delay_us: 7 * S }
+        );
         // retry_in cannot buy an attempt that is not left
         assert_eq!(f(3, 3, false, Some(S)), FailOutcome::Dead);
         // max_attempts lowered below the attempts already made
@@ -200,7 +215,12 @@ mod tests {
     #[test]
     fn retry_in_is_exact_and_backoff_is_jittered() {
         let jittered = after_failure(1, 5, false, None, Backoff::Fixed, 10 * S, 60 * S, 0.5);
-        assert_eq!(jittered, FailOutcome::Retry { delay_us: 10 * S + S / 2 });
+        assert_eq!(
+            jittered,
+            FailOutcome::Retry {
+                delay_us: 10 * S + S / 2
+            }
+        );
         let exact = after_failure(1, 5, false, Some(10 * S), Backoff::Fixed, S, 60 * S, 0.5);
         assert_eq!(exact, FailOutcome::Retry { delay_us: 10 * S });
     }

@@ -14,7 +14,9 @@ pub fn check_name(name: &str) -> Result<(), QueueError> {
     if (1..=63).contains(&name.len()) && name.chars().all(allowed) {
         Ok(())
     } else {
-        Err(QueueError::InvalidName { name: name.to_string() })
+        Err(QueueError::InvalidName {
+            name: name.to_string(),
+        })
     }
 }
 
@@ -30,7 +32,11 @@ pub fn at_least_zero(option: &'static str, d: &Duration) -> Result<(), QueueErro
     if d.micros >= 0 {
         Ok(())
     } else {
-        Err(QueueError::OutOfRange { option, value: d.text.clone(), rule: "at least 0" })
+        Err(QueueError::OutOfRange {
+            option,
+            value: d.text.clone(),
+            rule: "at least 0",
+        })
     }
 }
 
@@ -38,7 +44,11 @@ pub fn positive(option: &'static str, d: &Duration) -> Result<(), QueueError> {
     if d.micros > 0 {
         Ok(())
     } else {
-        Err(QueueError::OutOfRange { option, value: d.text.clone(), rule: "greater than 0" })
+        Err(QueueError::OutOfRange {
+            option,
+            value: d.text.clone(),
+            rule: "greater than 0",
+        })
     }
 }
 
@@ -55,7 +65,9 @@ pub fn check_max_attempts(value: i32) -> Result<(), QueueError> {
 }
 
 pub fn parse_backoff(word: &str) -> Result<Backoff, QueueError> {
-    Backoff::parse(word).ok_or_else(|| QueueError::UnknownBackoff { word: word.to_string() })
+    Backoff::parse(word).ok_or_else(|| QueueError::UnknownBackoff {
+        word: word.to_string(),
+    })
 }
 
 pub fn check_max_jobs(value: i32) -> Result<usize, QueueError> {
@@ -83,15 +95,32 @@ mod tests {
     use super::*;
 
     fn d(micros: i64) -> Duration {
-        Duration { micros, text: format!("{micros} us") }
+        Duration {
+            micros,
+            text: format!("{micros} us"),
+        }
     }
 
     #[test]
     fn names() {
-        for ok in ["a", "emails", "tenant-1.jobs:high_prio", &"x".repeat(63), "0"] {
+        for ok in [
+            "a",
+            "emails",
+            "tenant-1.jobs:high_prio",
+            &"x".repeat(63),
+            "0",
+        ] {
             assert_eq!(check_name(ok), Ok(()), "{ok}");
         }
-        for bad in ["", "Emails", "with space", "é", "semi;colon", "slash/", &"x".repeat(64)] {
+        for bad in [
+            "",
+            "Emails",
+            "with space",
+            "é",
+            "semi;colon",
+            "slash/",
+            &"x".repeat(64),
+        ] {
             assert!(check_name(bad).is_err(), "{bad}");
         }
     }
@@ -110,14 +139,26 @@ mod tests {
         assert!(check_batch_len("payloads", 10_000).is_ok());
         assert_eq!(
             check_batch_len("payloads", 10_001),
-            Err(QueueError::BatchTooLarge { argument: "payloads", len: 10_001 })
+            Err(QueueError::BatchTooLarge {
+                argument: "payloads",
+                len: 10_001
+            })
         );
     }
 
     #[test]
     fn out_of_range_names_option_value_and_rule() {
-        let e = at_least_zero("delay", &Duration { micros: -1, text: "-00:00:01".into() });
-        assert_eq!(e.unwrap_err().message(), "delay must be at least 0, got -00:00:01");
+        let e = at_least_zero(
+            "delay",
+            &Duration {
+                micros: -1,
+                text: "-00:00:01".into(),
+            },
+        );
+        assert_eq!(
+            e.unwrap_err().message(),
+            "delay must be at least 0, got -00:00:01"
+        );
     }
 
     #[test]

@@ -13,7 +13,9 @@ mod tests {
     use crate::queries;
 
     fn one<T: IntoDatum + FromDatum>(sql: &str) -> T {
-        Spi::get_one(sql).expect("query runs").expect("a non-NULL value")
+        Spi::get_one(sql)
+            .expect("query runs")
+            .expect("a non-NULL value")
     }
 
     #[pg_test]
@@ -58,16 +60,21 @@ mod tests {
                 .unwrap()
                 .unwrap()
         });
-        let owner: String = one("SELECT extowner::regrole::text FROM pg_extension WHERE extname = 'queue'");
+        let owner: String =
+            one("SELECT extowner::regrole::text FROM pg_extension WHERE extname = 'queue'");
         assert_eq!(inside, owner);
         assert_eq!(db::calling_role(), caller);
-        assert_eq!(one::<String>("SELECT current_user::text"), "queue_test_caller");
+        assert_eq!(
+            one::<String>("SELECT current_user::text"),
+            "queue_test_caller"
+        );
         Spi::run("RESET ROLE").unwrap();
     }
 
     #[pg_test]
     fn a_missing_queue_is_none_and_a_bad_name_an_error() {
-        Spi::run("SELECT queue_create('t.exists', lease => '42 seconds', max_attempts => 3)").unwrap();
+        Spi::run("SELECT queue_create('t.exists', lease => '42 seconds', max_attempts => 3)")
+            .unwrap();
         db::with_tables(|client| {
             let q = catalog::find(client, "t.exists").unwrap().expect("found");
             assert_eq!(q.name, "t.exists");
@@ -109,11 +116,19 @@ mod tests {
         };
         assert_eq!(
             shape("SELECT ARRAY['1', '2', '3']::jsonb[]"),
-            ArrayShape { len: 3, dimensions: 1, first_null: None }
+            ArrayShape {
+                len: 3,
+                dimensions: 1,
+                first_null: None
+            }
         );
         assert_eq!(
             shape("SELECT ARRAY['1', NULL, NULL]::jsonb[]"),
-            ArrayShape { len: 3, dimensions: 1, first_null: Some(2) }
+            ArrayShape {
+                len: 3,
+                dimensions: 1,
+                first_null: Some(2)
+            }
         );
         assert_eq!(shape("SELECT ARRAY[['1'], ['2']]::jsonb[]").dimensions, 2);
         assert_eq!(shape("SELECT '{}'::jsonb[]").len, 0);
@@ -123,7 +138,9 @@ mod tests {
     fn plans_are_prepared_once_per_backend() {
         Spi::run("SELECT queue_create('t.plans')").unwrap();
         let count = || -> i64 {
-            Spi::get_one("SELECT count(*) FROM pg_prepared_statements").unwrap().unwrap()
+            Spi::get_one("SELECT count(*) FROM pg_prepared_statements")
+                .unwrap()
+                .unwrap()
         };
         // kept SPI plans are not SQL prepared statements: none leak into the session
         let before = count();
@@ -161,7 +178,11 @@ mod tests {
         plan_nodes(&plan.0[0]["Plan"], &mut nodes);
         let scans: Vec<_> = nodes
             .iter()
-            .filter(|n| n["Relation Name"].as_str().is_some_and(|r| r.starts_with("queue_live")))
+            .filter(|n| {
+                n["Relation Name"]
+                    .as_str()
+                    .is_some_and(|r| r.starts_with("queue_live"))
+            })
             .collect();
         assert!(!scans.is_empty());
         for scan in scans {
@@ -170,7 +191,11 @@ mod tests {
             assert!(index.contains("priority_run_at_id"), "{index}");
             assert!(scan["Actual Rows"].as_i64().unwrap() <= 10, "{}", plan.0);
         }
-        assert!(!nodes.iter().any(|n| n["Node Type"] == "Sort"), "{}", plan.0);
+        assert!(
+            !nodes.iter().any(|n| n["Node Type"] == "Sort"),
+            "{}",
+            plan.0
+        );
     }
 
     fn plan_nodes<'a>(node: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {

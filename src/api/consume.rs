@@ -1,7 +1,7 @@
 //! Taking jobs off a queue and reporting how they went.
 
-use pgrx::prelude::*;
 use pgrx::datum::{Interval, Uuid};
+use pgrx::prelude::*;
 
 use super::duration;
 use crate::catalog::{self, micros};
@@ -15,7 +15,6 @@ use crate::rules::{self, at_least_zero, positive};
 /// A claim first makes due scheduled jobs ready, at least this many at a
 /// time, so that priorities hold among everything that is due.
 const PROMOTE_AT_LEAST: usize = 1_000;
-
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
@@ -54,11 +53,20 @@ fn queue_claim(
         let now = db::now_us();
         let at = db::timestamp(now);
         let promote = max_jobs.max(PROMOTE_AT_LEAST) as i32;
-        db::run(client, &queries::PROMOTE, &[queue.id.into(), at.into(), promote.into()]);
+        db::run(
+            client,
+            &queries::PROMOTE,
+            &[queue.id.into(), at.into(), promote.into()],
+        );
         db::run(
             client,
             &queries::RESCUE,
-            &[queue.id.into(), at.into(), (max_jobs as i32).into(), queue.max_attempts.into()],
+            &[
+                queue.id.into(),
+                at.into(),
+                (max_jobs as i32).into(),
+                queue.max_attempts.into(),
+            ],
         );
         let expires = db::timestamp(add_delay(now, lease_us.unwrap_or(queue.lease_us)));
         let mut jobs = Vec::with_capacity(max_jobs);
@@ -79,7 +87,9 @@ fn queue_claim(
             let mut exhausted = 0i64;
             for row in rows {
                 exhausted = row.get(8).ok().flatten().unwrap_or(0);
-                let Some(id) = row.get::<i64>(1).ok().flatten() else { continue };
+                let Some(id) = row.get::<i64>(1).ok().flatten() else {
+                    continue;
+                };
                 jobs.push((
                     id,
                     name.to_string(),
@@ -107,9 +117,15 @@ fn queue_claim(
 fn complete(ids: Vec<i64>, leases: Vec<Uuid>) -> Vec<i64> {
     let now = db::timestamp(db::now_us());
     db::with_tables(|client| {
-        let rows = db::run(client, &queries::COMPLETE, &[ids.into(), leases.into(), now.into()]);
-        let mut done: Vec<i64> =
-            rows.into_iter().filter_map(|r| r.get::<i64>(1).ok().flatten()).collect();
+        let rows = db::run(
+            client,
+            &queries::COMPLETE,
+            &[ids.into(), leases.into(), now.into()],
+        );
+        let mut done: Vec<i64> = rows
+            .into_iter()
+            .filter_map(|r| r.get::<i64>(1).ok().flatten())
+            .collect();
         done.sort_unstable();
         done
     })
@@ -131,7 +147,13 @@ fn elements<T>(values: Option<Vec<Option<T>>>, argument: &'static str) -> Vec<T>
         .into_iter()
         .enumerate()
         .map(|(i, v)| {
-            v.unwrap_or_else(|| QueueError::NullElement { argument, position: i + 1 }.raise())
+            v.unwrap_or_else(|| {
+                QueueError::NullElement {
+                    argument,
+                    position: i + 1,
+                }
+                .raise()
+            })
         })
         .collect()
 }
@@ -153,7 +175,11 @@ fn queue_complete_batch(
         }
         .raise();
     }
-    let done = if ids.is_empty() { Vec::new() } else { complete(ids, leases) };
+    let done = if ids.is_empty() {
+        Vec::new()
+    } else {
+        complete(ids, leases)
+    };
     SetOfIterator::new(done)
 }
 
@@ -230,7 +256,13 @@ fn queue_extend(
     positive("by", &by).or_raise();
     let expires = db::timestamp(add_delay(db::now_us(), by.micros));
     db::with_tables(|client| {
-        let rows = db::run(client, &queries::EXTEND, &[id.into(), lease.into(), expires.into()]);
-        rows.into_iter().next().and_then(|r| r.get(1).ok().flatten())
+        let rows = db::run(
+            client,
+            &queries::EXTEND,
+            &[id.into(), lease.into(), expires.into()],
+        );
+        rows.into_iter()
+            .next()
+            .and_then(|r| r.get(1).ok().flatten())
     })
 }

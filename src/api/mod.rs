@@ -12,5 +12,8 @@ use crate::rules::Duration;
 
 /// An interval argument as the rules see it.
 fn duration(value: &Interval) -> Duration {
-    Duration { micros: micros(value), text: value.to_string() }
+    Duration {
+        micros: micros(value),
+        text: value.to_string(),
+    }
 }

@@ -1,8 +1,8 @@
 //! Putting jobs on a queue.
 
+use pgrx::datum::Interval;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
-use pgrx::datum::Interval;
 
 use super::duration;
 use crate::catalog::{self, Queue};
@@ -34,7 +34,10 @@ fn queue_for_insert(client: &mut SpiClient<'_>, name: &str) -> Queue {
 /// The id the insert returned; none means the queue was dropped meanwhile.
 fn inserted(ids: Vec<i64>, name: &str) -> Vec<i64> {
     if ids.is_empty() {
-        QueueError::UndefinedQueue { name: name.to_string() }.raise();
+        QueueError::UndefinedQueue {
+            name: name.to_string(),
+        }
+        .raise();
     }
     ids
 }
@@ -59,7 +62,11 @@ fn queue_enqueue(
     if let Some(h) = headers {
         let kind = h.type_name();
         if kind != "object" {
-            QueueError::NotAnObject { argument: "headers", value: kind }.raise();
+            QueueError::NotAnObject {
+                argument: "headers",
+                value: kind,
+            }
+            .raise();
         }
     }
     let now = db::now_us();
@@ -88,7 +95,10 @@ fn queue_enqueue(
                 db::timestamp(now).into(),
             ],
         );
-        let ids = rows.into_iter().filter_map(|r| r.get::<i64>(1).ok().flatten()).collect();
+        let ids = rows
+            .into_iter()
+            .filter_map(|r| r.get::<i64>(1).ok().flatten())
+            .collect();
         inserted(ids, name)[0]
     })
 }
@@ -108,10 +118,17 @@ fn queue_enqueue_batch(
     rules::check_name(name).or_raise();
     let shape = payloads.shape();
     if shape.dimensions > 1 {
-        QueueError::NotOneDimensional { argument: "payloads" }.raise();
+        QueueError::NotOneDimensional {
+            argument: "payloads",
+        }
+        .raise();
     }
     if let Some(position) = shape.first_null {
-        QueueError::NullElement { argument: "payloads", position }.raise();
+        QueueError::NullElement {
+            argument: "payloads",
+            position,
+        }
+        .raise();
     }
     rules::check_batch_len("payloads", shape.len).or_raise();
     let now = db::now_us();
@@ -133,8 +150,10 @@ fn queue_enqueue_batch(
                 db::timestamp(now).into(),
             ],
         );
-        let mut ids: Vec<i64> =
-            rows.into_iter().filter_map(|r| r.get::<i64>(1).ok().flatten()).collect();
+        let mut ids: Vec<i64> = rows
+            .into_iter()
+            .filter_map(|r| r.get::<i64>(1).ok().flatten())
+            .collect();
         ids.sort_unstable();
         inserted(ids, name)
     });

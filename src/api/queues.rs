@@ -1,7 +1,7 @@
 //! Creating, altering and dropping queues.
 
-use pgrx::prelude::*;
 use pgrx::datum::Interval;
+use pgrx::prelude::*;
 
 use super::duration;
 use crate::catalog;
@@ -99,8 +99,14 @@ fn queue_alter(
     retention: default!(Option<Interval>, "NULL"),
 ) {
     let name = required(queue, "queue");
-    let options =
-        Options { max_attempts, backoff, retry_delay, max_retry_delay, lease, retention };
+    let options = Options {
+        max_attempts,
+        backoff,
+        retry_delay,
+        max_retry_delay,
+        lease,
+        retention,
+    };
     rules::check_name(name).or_raise();
     options.check().or_raise();
     let caller = db::calling_role();
@@ -135,11 +141,20 @@ fn queue_drop(queue: Option<&str>, force: default!(Option<bool>, false)) -> bool
         };
         queue.check_owner(caller, "drop").or_raise();
         queue.lock(true);
-        let row = db::run(client, &queries::DROP_QUEUE, &[queue.id.into(), force.into()]).first();
+        let row = db::run(
+            client,
+            &queries::DROP_QUEUE,
+            &[queue.id.into(), force.into()],
+        )
+        .first();
         let dropped: i64 = row.get(1).ok().flatten().unwrap_or(0);
         let unfinished: i64 = row.get(2).ok().flatten().unwrap_or(0);
         if dropped == 0 && unfinished > 0 {
-            QueueError::UnfinishedJobs { name: name.to_string(), unfinished }.raise();
+            QueueError::UnfinishedJobs {
+                name: name.to_string(),
+                unfinished,
+            }
+            .raise();
         }
         dropped > 0
     })

@@ -1,0 +1,210 @@
+//! Throwaway PostgreSQL clusters for the client tests, each with the
+//! installed `queue` extension preloaded and created, and connections to them.
+//!
+//! A cluster lives in its own directory under /tmp, listens only on a Unix
+//! socket there, and is stopped and removed when dropped. When the tests run
+//! as root the server runs as `postgres`, which PostgreSQL requires.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub use postgres::{Client, NoTls};
+
+const PORT: u16 = 5432;
+pub const DB: &str = "queue_test";
+
+pub struct Cluster {
+    dir: PathBuf,
+    bin: PathBuf,
+}
+
+fn pg_config() -> String {
+    std::env::var("PG_CONFIG").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into())
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout == b"0\n")
+        .unwrap_or(false)
+}
+
+/// Runs a server program as the cluster's owner.
+fn as_owner(program: &Path) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+fn run(mut command: Command) {
+    let out = command.output().expect("the command starts");
+    assert!(
+        out.status.success(),
+        "{command:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Cluster {
+    /// A new cluster, started, with the extension created in database `DB`.
+    pub fn start() -> Cluster {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let bindir = Command::new(pg_config())
+            .arg("--bindir")
+            .output()
+            .expect("pg_config runs");
+        let bin = PathBuf::from(String::from_utf8(bindir.stdout).unwrap().trim());
+        let dir = PathBuf::from(format!(
+            "/tmp/queue-client-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        if is_root() {
+            run({
+                let mut c = Command::new("chown");
+                c.args(["postgres:postgres"]).arg(&dir);
+                c
+            });
+        }
+        let cluster = Cluster { dir, bin };
+        run({
+            let mut c = as_owner(&cluster.bin.join("initdb"));
+            c.arg("-D")
+                .arg(cluster.data())
+                .args(["-A", "trust", "-U", "postgres"]);
+            c.args(["--locale=C.UTF-8", "-E", "UTF8", "--no-sync"]);
+            c
+        });
+        let conf = format!(
+            "port = {PORT}\nlisten_addresses = ''\nunix_socket_directories = '{}'\n\
+             shared_preload_libraries = 'queue'\nmax_connections = 50\nfsync = on\n",
+            cluster.dir.display()
+        );
+        let path = cluster.data().join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str(&conf);
+        std::fs::write(&path, text).unwrap();
+        cluster.start_server();
+        let mut admin = cluster.connect_to("postgres");
+        admin
+            .batch_execute(&format!("CREATE DATABASE {DB}"))
+            .unwrap();
+        cluster
+            .connect()
+            .batch_execute("CREATE EXTENSION queue")
+            .unwrap();
+        cluster
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    pub fn socket_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn bin(&self, program: &str) -> PathBuf {
+        self.bin.join(program)
+    }
+
+    /// Starts the server of an existing cluster (after `crash`, say).
+    pub fn start_server(&self) {
+        run({
+            let mut c = as_owner(&self.bin.join("pg_ctl"));
+            c.arg("-D")
+                .arg(self.data())
+                .arg("-l")
+                .arg(self.dir.join("server.log"));
+            c.args(["-w", "-t", "60", "start"]);
+            c
+        });
+    }
+
+    /// Stops the server the hard way: every process killed, no checkpoint,
+    /// as in a power cut. The next start runs crash recovery.
+    pub fn crash(&self) {
+        run({
+            let mut c = as_owner(&self.bin.join("pg_ctl"));
+            c.arg("-D")
+                .arg(self.data())
+                .args(["-m", "immediate", "-w", "stop"]);
+            c
+        });
+    }
+
+    pub fn connect(&self) -> Client {
+        self.connect_to(DB)
+    }
+
+    pub fn connect_to(&self, db: &str) -> Client {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let result = postgres::Config::new()
+                .host_path(&self.dir)
+                .port(PORT)
+                .user("postgres")
+                .dbname(db)
+                .connect(NoTls);
+            match result {
+                Ok(client) => return client,
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!("cannot connect to the test cluster: {e}"),
+            }
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if self.data().join("postmaster.pid").exists() {
+            let mut c = as_owner(&self.bin.join("pg_ctl"));
+            c.arg("-D")
+                .arg(self.data())
+                .args(["-m", "immediate", "-w", "stop"]);
+            let _ = c.output();
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Runs `f` on `threads` threads at once, each with a connection of its own;
+/// returns what each returned.
+pub fn on_connections<T, F>(cluster: &Cluster, threads: usize, f: F) -> Vec<T>
+where
+    T: Send + 'static,
+    F: Fn(usize, &mut Client) -> T + Send + Sync + 'static,
+{
+    let f = std::sync::Arc::new(f);
+    let handles: Vec<_> = (0..threads)
+        .map(|n| {
+            let mut client = cluster.connect();
+            let f = f.clone();
+            std::thread::spawn(move || f(n, &mut client))
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("a worker thread"))
+        .collect()
+}
+
+/// The id of every job a call returned, as `SETOF bigint` or `id` column.
+pub fn ids(rows: &[postgres::Row]) -> Vec<i64> {
+    rows.iter().map(|r| r.get::<_, i64>(0)).collect()
+}

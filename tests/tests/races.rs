@@ -1,0 +1,415 @@
+//! Races between real connections: concurrent claimers, uncommitted and
+//! rolled-back enqueues, dedup keys enqueued at once, expired leases, and
+//! storage rotation under load.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use queue_client_tests::{ids, on_connections, Client, Cluster};
+
+fn claim(client: &mut Client, queue: &str, max_jobs: i32) -> Vec<(i64, String)> {
+    client
+        .query(
+            "SELECT id, lease::text FROM queue_claim($1, 'client-test', $2, '1 hour')",
+            &[&queue, &max_jobs],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+fn complete_all(client: &mut Client, jobs: &[(i64, String)]) -> Vec<i64> {
+    let job_ids: Vec<i64> = jobs.iter().map(|j| j.0).collect();
+    let leases: Vec<String> = jobs.iter().map(|j| j.1.clone()).collect();
+    let rows = client
+        .query(
+            "SELECT * FROM queue_complete_batch($1, $2::text[]::uuid[])",
+            &[&job_ids, &leases],
+        )
+        .unwrap();
+    ids(&rows)
+}
+
+fn enqueue_many(client: &mut Client, queue: &str, n: usize) -> Vec<i64> {
+    let mut all = Vec::new();
+    let mut left = n;
+    while left > 0 {
+        let batch = left.min(1000);
+        let rows = client
+            .query(
+                "SELECT * FROM queue_enqueue_batch($1,
+                    (SELECT array_agg(jsonb_build_object('i', i)) FROM generate_series(1, $2) i))",
+                &[&queue, &(batch as i32)],
+            )
+            .unwrap();
+        all.extend(ids(&rows));
+        left -= batch;
+    }
+    all
+}
+
+/// 8 connections claim and complete 5,000 jobs until the queue is empty:
+/// every job is delivered exactly once, and none is lost.
+#[test]
+fn eight_consumers_deliver_each_job_exactly_once() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute("SELECT queue_create('race.once')")
+        .unwrap();
+    let enqueued: HashSet<i64> = enqueue_many(&mut admin, "race.once", 5_000)
+        .into_iter()
+        .collect();
+    assert_eq!(enqueued.len(), 5_000);
+
+    let delivered = on_connections(&cluster, 8, |n, client| {
+        let mut mine = Vec::new();
+        let mut idle = 0;
+        while idle < 3 {
+            // vary the batch size between consumers
+            let jobs = claim(client, "race.once", 1 + (n as i32 % 4) * 7);
+            if jobs.is_empty() {
+                idle += 1;
+                thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            idle = 0;
+            let done = complete_all(client, &jobs);
+            assert_eq!(done.len(), jobs.len(), "a held lease did not complete");
+            mine.extend(jobs.iter().map(|j| j.0));
+        }
+        mine
+    });
+
+    let mut seen: HashMap<i64, usize> = HashMap::new();
+    for id in delivered.iter().flatten() {
+        *seen.entry(*id).or_default() += 1;
+    }
+    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "delivered more than once: {twice:?}");
+    let got: HashSet<i64> = seen.keys().copied().collect();
+    assert_eq!(got, enqueued, "every job delivered, and only those");
+    let busy = delivered.iter().filter(|d| !d.is_empty()).count();
+    assert!(busy >= 2, "several consumers took part ({busy})");
+    let row = admin
+        .query_one(
+            "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*)
+               FROM queue_jobs WHERE queue = 'race.once'",
+            &[],
+        )
+        .unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (5_000, 5_000));
+}
+
+/// An enqueue that is not committed, or rolled back, is never claimed.
+#[test]
+fn uncommitted_and_rolled_back_enqueues_are_invisible() {
+    let cluster = Cluster::start();
+    let mut producer = cluster.connect();
+    let mut consumer = cluster.connect();
+    producer
+        .batch_execute("SELECT queue_create('race.tx')")
+        .unwrap();
+
+    let mut tx = producer.transaction().unwrap();
+    let pending: i64 = tx
+        .query_one("SELECT queue_enqueue('race.tx', '{\"n\": 1}')", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        claim(&mut consumer, "race.tx", 10).is_empty(),
+        "uncommitted job claimed"
+    );
+    tx.rollback().unwrap();
+    assert!(
+        claim(&mut consumer, "race.tx", 10).is_empty(),
+        "rolled-back job claimed"
+    );
+
+    let mut tx = producer.transaction().unwrap();
+    let committed: i64 = tx
+        .query_one("SELECT queue_enqueue('race.tx', '{\"n\": 2}')", &[])
+        .unwrap()
+        .get(0);
+    assert!(claim(&mut consumer, "race.tx", 10).is_empty());
+    tx.commit().unwrap();
+    let got = claim(&mut consumer, "race.tx", 10);
+    assert_eq!(got.iter().map(|j| j.0).collect::<Vec<_>>(), vec![committed]);
+    assert_ne!(pending, committed);
+    let n: i64 = consumer
+        .query_one(
+            "SELECT count(*) FROM queue_jobs WHERE queue = 'race.tx'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1, "the rolled-back job left no trace");
+}
+
+/// Two sessions enqueue the same dedup_key at once: both get one id, and no
+/// unique violation.
+#[test]
+fn concurrent_dedup_enqueues_get_one_id() {
+    let cluster = Cluster::start();
+    cluster
+        .connect()
+        .batch_execute("SELECT queue_create('race.dedup')")
+        .unwrap();
+
+    // Many keys, two sessions released together on each.
+    const KEYS: usize = 200;
+    let barrier = Arc::new(Barrier::new(2));
+    let results = on_connections(&cluster, 2, move |_, client| {
+        (0..KEYS)
+            .map(|k| {
+                barrier.wait();
+                let id: i64 = client
+                    .query_one(
+                        "SELECT queue_enqueue('race.dedup', '{}', dedup_key => $1)",
+                        &[&format!("key-{k}")],
+                    )
+                    .unwrap()
+                    .get(0);
+                id
+            })
+            .collect::<Vec<i64>>()
+    });
+    assert_eq!(
+        results[0], results[1],
+        "both sessions got the same id for every key"
+    );
+    let n: i64 = cluster
+        .connect()
+        .query_one(
+            "SELECT count(*) FROM queue_jobs WHERE queue = 'race.dedup'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(n, KEYS as i64);
+
+    // One session holds its enqueue open: the other waits for it, then gets
+    // its id if it committed, or a job of its own if it rolled back.
+    for commit in [true, false] {
+        let key = format!("held-{commit}");
+        let mut first = cluster.connect();
+        let mut tx = first.transaction().unwrap();
+        let held: i64 = tx
+            .query_one(
+                "SELECT queue_enqueue('race.dedup', '{}', dedup_key => $1)",
+                &[&key],
+            )
+            .unwrap()
+            .get(0);
+        let mut second = cluster.connect();
+        let key2 = key.clone();
+        let waiter = thread::spawn(move || {
+            let started = Instant::now();
+            let id: i64 = second
+                .query_one(
+                    "SELECT queue_enqueue('race.dedup', '{}', dedup_key => $1)",
+                    &[&key2],
+                )
+                .unwrap()
+                .get(0);
+            (id, started.elapsed())
+        });
+        thread::sleep(Duration::from_millis(300));
+        if commit {
+            tx.commit().unwrap();
+        } else {
+            tx.rollback().unwrap();
+        }
+        let (id, waited) = waiter.join().unwrap();
+        assert!(
+            waited >= Duration::from_millis(250),
+            "the second enqueue waited for the first"
+        );
+        if commit {
+            assert_eq!(id, held);
+        } else {
+            assert_ne!(id, held);
+        }
+        let n: i64 = cluster
+            .connect()
+            .query_one(
+                "SELECT count(*) FROM queue_jobs WHERE dedup_key = $1",
+                &[&key],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 1, "one job for the key ({key})");
+    }
+}
+
+/// A lease expires and the job is claimed again; the old lease can no longer
+/// complete, fail or extend it.
+#[test]
+fn an_expired_lease_is_reclaimed_and_fenced_off() {
+    let cluster = Cluster::start();
+    let mut first = cluster.connect();
+    let mut second = cluster.connect();
+    first
+        .batch_execute("SELECT queue_create('race.lease', lease => '1 second')")
+        .unwrap();
+    let job: i64 = first
+        .query_one("SELECT queue_enqueue('race.lease', '{\"work\": 1}')", &[])
+        .unwrap()
+        .get(0);
+    let old = first
+        .query_one(
+            "SELECT id, lease::text, attempt FROM queue_claim('race.lease', 'first')",
+            &[],
+        )
+        .unwrap();
+    let old_lease: String = old.get(1);
+    assert_eq!(old.get::<_, i64>(0), job);
+    assert_eq!(old.get::<_, i32>(2), 1);
+    assert!(second
+        .query("SELECT id FROM queue_claim('race.lease', 'second')", &[])
+        .unwrap()
+        .is_empty());
+
+    thread::sleep(Duration::from_millis(1500));
+    let new = second
+        .query_one(
+            "SELECT id, lease::text, attempt FROM queue_claim('race.lease', 'second', lease => '1 hour')",
+            &[],
+        )
+        .unwrap();
+    let new_lease: String = new.get(1);
+    assert_eq!(new.get::<_, i64>(0), job);
+    assert_eq!(new.get::<_, i32>(2), 2);
+    assert_ne!(new_lease, old_lease);
+
+    let completed: bool = first
+        .query_one(
+            "SELECT queue_complete($1, $2::text::uuid)",
+            &[&job, &old_lease],
+        )
+        .unwrap()
+        .get(0);
+    assert!(!completed);
+    let failed: Option<String> = first
+        .query_one(
+            "SELECT queue_fail($1, $2::text::uuid, 'late')",
+            &[&job, &old_lease],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(failed, None);
+    let extended: Option<String> = first
+        .query_one(
+            "SELECT queue_extend($1, $2::text::uuid, '1 hour')::text",
+            &[&job, &old_lease],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(extended, None);
+    let row = first
+        .query_one(
+            "SELECT status, attempts, worker, last_error FROM queue_job($1)",
+            &[&job],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "processing");
+    assert_eq!(row.get::<_, i32>(1), 2);
+    assert_eq!(row.get::<_, String>(2), "second");
+    assert_eq!(
+        row.get::<_, Option<String>>(3).unwrap(),
+        "lease expired during attempt 1 (worker first)"
+    );
+
+    let completed: bool = second
+        .query_one(
+            "SELECT queue_complete($1, $2::text::uuid)",
+            &[&job, &new_lease],
+        )
+        .unwrap()
+        .get(0);
+    assert!(completed);
+}
+
+/// Rotating the live partitions while producers and consumers run loses no
+/// job, delivers none twice, and never refuses a lease that is held.
+#[test]
+fn rotation_under_load_keeps_every_job_and_lease() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute("SELECT queue_create('race.ring')")
+        .unwrap();
+    const PER_PRODUCER: usize = 1_500;
+    let stop = Arc::new(AtomicBool::new(false));
+
+    let rotations = {
+        let stop = stop.clone();
+        let mut client = cluster.connect();
+        thread::spawn(move || {
+            let mut rotated = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let row = client.query_one(
+                    "SELECT live_rotated FROM queue_maintain(force => true)",
+                    &[],
+                );
+                if row.unwrap().get::<_, bool>(0) {
+                    rotated += 1;
+                }
+                thread::sleep(Duration::from_millis(30));
+            }
+            rotated
+        })
+    };
+    let total = Arc::new(AtomicUsize::new(0));
+    let results = on_connections(&cluster, 6, move |n, client| {
+        let mut produced = Vec::new();
+        let mut consumed = Vec::new();
+        if n < 2 {
+            for _ in 0..PER_PRODUCER / 50 {
+                produced.extend(enqueue_many(client, "race.ring", 50));
+            }
+        } else {
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while total.load(Ordering::SeqCst) < 2 * PER_PRODUCER && Instant::now() < deadline {
+                let jobs = claim(client, "race.ring", 20);
+                if jobs.is_empty() {
+                    thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                let done = complete_all(client, &jobs);
+                assert_eq!(
+                    done.len(),
+                    jobs.len(),
+                    "a held lease did not complete after rotation"
+                );
+                total.fetch_add(done.len(), Ordering::SeqCst);
+                consumed.extend(done);
+            }
+        }
+        (produced, consumed)
+    });
+    stop.store(true, Ordering::SeqCst);
+    let rotated = rotations.join().unwrap();
+    assert!(rotated >= 3, "the ring rotated during the run ({rotated})");
+
+    let produced: HashSet<i64> = results.iter().flat_map(|r| r.0.iter().copied()).collect();
+    let consumed: Vec<i64> = results.iter().flat_map(|r| r.1.iter().copied()).collect();
+    let unique: HashSet<i64> = consumed.iter().copied().collect();
+    assert_eq!(unique.len(), consumed.len(), "no job completed twice");
+    assert_eq!(produced.len(), 2 * PER_PRODUCER);
+    let row = admin
+        .query_one(
+            "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*)
+               FROM queue_jobs WHERE queue = 'race.ring'",
+            &[],
+        )
+        .unwrap();
+    let (succeeded, total): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!(total, produced.len() as i64, "no job lost");
+    assert_eq!(succeeded, unique.len() as i64);
+    assert!(unique.is_subset(&produced));
+}
