@@ -1,0 +1,41 @@
+\pset footer off
+\echo
+\echo '== 1. A queue for outgoing e-mail: 3 attempts, exponential backoff from 1 second'
+CREATE EXTENSION queue;
+SELECT queue_create('emails', max_attempts => 3, backoff => 'exponential', retry_delay => '1 second');
+
+\echo
+\echo '== 2. Enqueue: one by one, with a priority, in a batch, and with a dedup key'
+SELECT queue_enqueue('emails', '{"to": "ada@example.com", "subject": "Welcome"}') AS job_id;
+SELECT queue_enqueue('emails', '{"to": "bob@example.com", "subject": "Password reset"}', priority => 10) AS job_id;
+SELECT * FROM queue_enqueue_batch('emails', ARRAY[
+    '{"to": "cy@example.com", "subject": "Newsletter"}',
+    '{"to": "di@example.invalid", "subject": "Newsletter"}']::jsonb[]) AS job_id;
+SELECT queue_enqueue('emails', '{"to": "ada@example.com", "subject": "Receipt 42"}', dedup_key => 'receipt-42') AS first,
+       queue_enqueue('emails', '{"to": "ada@example.com", "subject": "Receipt 42"}', dedup_key => 'receipt-42') AS second_is_the_same;
+SELECT id, status, priority, payload->>'to' AS "to", payload->>'subject' AS subject FROM queue_jobs ORDER BY id;
+
+\echo
+\echo '== 3. A worker claims three jobs: highest priority first, then oldest; each with its own lease'
+CREATE TEMP TABLE claimed AS SELECT * FROM queue_claim('emails', 'worker-1', 3);
+SELECT id, attempt, max_attempts, payload->>'subject' AS subject, lease_expires_at - now() < interval '5 minutes 1 second' AS leased_5_min FROM claimed;
+
+\echo
+\echo '== 4. The worker reports: two sent, one SMTP timeout (retried later), a bounce (permanent)'
+SELECT id, queue_complete(id, lease) AS completed FROM claimed WHERE payload->>'subject' IN ('Password reset', 'Welcome');
+SELECT id, queue_fail(id, lease, 'SMTP timeout') AS new_status FROM claimed WHERE payload->>'subject' = 'Newsletter';
+SELECT id, queue_fail(id, lease, 'mailbox does not exist', permanent => true) AS new_status
+  FROM queue_claim('emails', 'worker-1') WHERE payload->>'to' LIKE '%.invalid';
+SELECT id, status, attempts, last_error,
+       CASE WHEN run_at > now() THEN round(extract(epoch FROM run_at - now())::numeric, 1) END AS due_in_s
+  FROM queue_jobs ORDER BY id;
+
+\echo
+\echo '== 5. A second later the failed job is due again: claimed for attempt 2, and this time it works'
+SELECT pg_sleep(1.2);
+SELECT id, attempt, payload->>'subject' AS subject, queue_complete(id, lease) AS completed
+  FROM queue_claim('emails', 'worker-2', 10);
+
+\echo
+\echo '== 6. Where everything ended up'
+SELECT id, status, attempts, worker, last_error, payload->>'subject' AS subject FROM queue_jobs ORDER BY id;
