@@ -35,7 +35,7 @@ mod tests {
             &queries::COMPLETE,
             &queries::FAIL_LOCK,
             &queries::FAIL_RETRY,
-            &queries::FAIL_BURY,
+            &queries::BURY,
             &queries::EXTEND,
         ];
         Spi::connect(|client| {
@@ -53,7 +53,12 @@ mod tests {
         let caller = db::calling_role();
         let inside: String = db::with_tables(|client| {
             client
-                .select("SELECT current_user::text", None, &[])
+                .select(
+                    "SELECT current_user || ' ' || current_setting('jit') || ' '
+                            || current_setting('plan_cache_mode')",
+                    None,
+                    &[],
+                )
                 .unwrap()
                 .first()
                 .get_one()
@@ -62,7 +67,7 @@ mod tests {
         });
         let owner: String =
             one("SELECT extowner::regrole::text FROM pg_extension WHERE extname = 'queue'");
-        assert_eq!(inside, owner);
+        assert_eq!(inside, format!("{owner} off force_generic_plan"));
         assert_eq!(db::calling_role(), caller);
         assert_eq!(
             one::<String>("SELECT current_user::text"),

@@ -111,3 +111,10 @@ SELECT count(*) FROM queue_enqueue_batch('p.limit', array_fill('{}'::jsonb, ARRA
 SELECT count(*) FROM queue_enqueue_batch('p.limit', array_fill('{}'::jsonb, ARRAY[10001]));
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) FROM queue_jobs WHERE queue = 'p.limit';
+
+-- the settings the API makes for its own statements end with each call
+SET jit = on;
+SELECT queue_enqueue('p.main', '{}') > 0 AS enqueued;
+SELECT current_setting('jit') AS jit, current_setting('plan_cache_mode') AS plan_cache_mode,
+       current_user AS "current_user";
+RESET jit;

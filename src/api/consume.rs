@@ -58,7 +58,7 @@ fn queue_claim(
             &queries::PROMOTE,
             &[queue.id.into(), at.into(), promote.into()],
         );
-        db::run(
+        let rescued = db::run(
             client,
             &queries::RESCUE,
             &[
@@ -68,6 +68,13 @@ fn queue_claim(
                 queue.max_attempts.into(),
             ],
         );
+        let exhausted: Vec<i64> = rescued
+            .into_iter()
+            .filter(|r| r.get::<bool>(2).ok().flatten() == Some(true))
+            .filter_map(|r| r.get::<i64>(1).ok().flatten())
+            .collect();
+        bury(client, exhausted, now, None);
+
         let expires = db::timestamp(add_delay(now, lease_us.unwrap_or(queue.lease_us)));
         let mut jobs = Vec::with_capacity(max_jobs);
         loop {
@@ -81,36 +88,54 @@ fn queue_claim(
                     queue.max_attempts.into(),
                     expires.into(),
                     worker.into(),
-                    at.into(),
                 ],
             );
-            let mut exhausted = 0i64;
+            let mut exhausted = Vec::new();
             for row in rows {
-                exhausted = row.get(8).ok().flatten().unwrap_or(0);
-                let Some(id) = row.get::<i64>(1).ok().flatten() else {
+                let id: i64 = row.get(1).ok().flatten().expect("a job id");
+                if row.get::<bool>(2).ok().flatten() == Some(true) {
+                    exhausted.push(id);
                     continue;
-                };
-                jobs.push((
+                }
+                let priority: i32 = row.get(9).ok().flatten().expect("a priority");
+                let run_at: TimestampWithTimeZone = row.get(10).ok().flatten().expect("run_at");
+                let job = (
                     id,
                     name.to_string(),
-                    row.get(2).ok().flatten().expect("a payload"),
-                    row.get(3).ok().flatten(),
-                    row.get(4).ok().flatten().expect("an attempt"),
+                    row.get(3).ok().flatten().expect("a payload"),
+                    row.get(4).ok().flatten(),
+                    row.get(5).ok().flatten().expect("an attempt"),
                     queue.max_attempts,
-                    row.get(5).ok().flatten().expect("enqueued_at"),
-                    row.get(6).ok().flatten().expect("a lease"),
-                    row.get(7).ok().flatten().expect("a lease expiry"),
-                ));
+                    row.get(6).ok().flatten().expect("enqueued_at"),
+                    row.get(7).ok().flatten().expect("a lease"),
+                    row.get(8).ok().flatten().expect("a lease expiry"),
+                );
+                jobs.push(((-priority, run_at.into_inner(), id), job));
             }
-            // Jobs with no attempt left were moved to the dead letters: look
-            // for others to fill the batch.
-            if exhausted == 0 || jobs.len() >= max_jobs {
+            // Jobs with no attempt left go to the dead letters; look for
+            // others to fill the batch.
+            let done = exhausted.is_empty();
+            bury(client, exhausted, now, None);
+            if done || jobs.len() >= max_jobs {
                 break;
             }
         }
-        jobs
+        jobs.sort_unstable_by_key(|(order, _)| *order);
+        jobs.into_iter().map(|(_, job)| job).collect()
     });
     TableIterator::new(jobs)
+}
+
+/// Moves jobs the caller has locked to the dead letters, with last_error
+/// `error` (or the one they have).
+fn bury(client: &mut pgrx::spi::SpiClient<'_>, ids: Vec<i64>, now: i64, error: Option<&str>) {
+    if !ids.is_empty() {
+        db::run(
+            client,
+            &queries::BURY,
+            &[ids.into(), db::timestamp(now).into(), error.into()],
+        );
+    }
 }
 
 /// Completes every (id, lease) pair whose lease is held; returns their ids.
@@ -232,11 +257,7 @@ fn queue_fail(
                 "pending"
             }
             FailOutcome::Dead => {
-                db::run(
-                    client,
-                    &queries::FAIL_BURY,
-                    &[id.into(), error.into(), db::timestamp(now).into()],
-                );
+                bury(client, vec![id], now, Some(error));
                 "failed"
             }
         })

@@ -321,7 +321,7 @@ fn an_expired_lease_is_reclaimed_and_fenced_off() {
     assert_eq!(row.get::<_, String>(2), "second");
     assert_eq!(
         row.get::<_, Option<String>>(3).unwrap(),
-        "lease expired during attempt 1 (worker first)"
+        "lease expired during attempt 1 of 5 (worker first)"
     );
 
     let completed: bool = second

@@ -1,0 +1,10 @@
+-- Jobs $1, locked by the caller, become failed at $2, with last_error $3
+-- (or the one they have, when $3 is NULL).
+WITH gone AS (
+    DELETE FROM queue_live WHERE id = ANY ($1) RETURNING *
+)
+INSERT INTO queue_dead (id, queue_id, priority, attempts, run_at, enqueued_at, finished_at,
+                        worker, dedup_key, last_error, headers, payload)
+SELECT id, queue_id, priority, attempts, run_at, enqueued_at, $2, worker, dedup_key,
+       coalesce($3, last_error), headers, payload
+  FROM gone
