@@ -96,6 +96,16 @@ SELECT count(*) AS completed
                             (:'leases'::uuid[])[1:2] || gen_random_uuid());
 SELECT status, count(*) FROM queue_jobs WHERE queue = 'c.cbatch' GROUP BY 1 ORDER BY 1;
 SELECT count(*) AS completed_again FROM queue_complete_batch(:'ids'::bigint[], :'leases'::uuid[]);
+-- pairs are matched exactly: swapped leases complete nothing
+SELECT count(*) FROM queue_enqueue_batch('c.cbatch', array_fill('{}'::jsonb, ARRAY[2]));
+SELECT array_agg(id ORDER BY id) AS ids2, array_agg(lease ORDER BY id) AS leases2
+  FROM queue_claim('c.cbatch', max_jobs => 2) \gset
+SELECT count(*) AS swapped FROM queue_complete_batch(:'ids2'::bigint[],
+    ARRAY[(:'leases2'::uuid[])[2], (:'leases2'::uuid[])[1]]);
+-- and a job named twice completes once, by the pair that holds
+SELECT count(*) AS repeated FROM queue_complete_batch(
+    ARRAY[(:'ids2'::bigint[])[1], (:'ids2'::bigint[])[1], (:'ids2'::bigint[])[2]],
+    ARRAY[gen_random_uuid(), (:'leases2'::uuid[])[1], (:'leases2'::uuid[])[2]]);
 SELECT count(*) FROM queue_complete_batch('{}', '{}');
 SELECT count(*) FROM queue_complete_batch(ARRAY[1, 2], ARRAY[gen_random_uuid()]);
 \echo :LAST_ERROR_SQLSTATE

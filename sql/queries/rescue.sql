@@ -5,10 +5,10 @@ UPDATE queue_live l
    SET state = 'ready', lease = NULL, lease_expires_at = NULL,
        last_error = format('lease expired during attempt %s of %s%s', l.attempts, $4,
                            ' (worker ' || l.worker || ')')
-  FROM (SELECT id, slot FROM queue_live
-         WHERE queue_id = $1 AND state = 'processing' AND lease_expires_at < $2
-         ORDER BY lease_expires_at
-         LIMIT $3
-         FOR UPDATE SKIP LOCKED) e
- WHERE l.slot = e.slot AND l.id = e.id
+ WHERE l.id = ANY (ARRAY(
+           SELECT id FROM queue_live
+            WHERE queue_id = $1 AND state = 'processing' AND lease_expires_at < $2
+            ORDER BY lease_expires_at
+            LIMIT $3
+            FOR UPDATE SKIP LOCKED))
 RETURNING l.id, l.attempts >= $4 AS exhausted

@@ -1,6 +1,8 @@
 //! Taking jobs off a queue and reporting how they went.
 
 use pgrx::datum::{Interval, Uuid};
+use std::collections::HashSet;
+
 use pgrx::prelude::*;
 
 use super::duration;
@@ -93,7 +95,8 @@ fn queue_claim(
             let mut exhausted = Vec::new();
             for row in rows {
                 let id: i64 = row.get(1).ok().flatten().expect("a job id");
-                if row.get::<bool>(2).ok().flatten() == Some(true) {
+                let state: String = row.get(2).ok().flatten().expect("a state");
+                if state == "ready" {
                     exhausted.push(id);
                     continue;
                 }
@@ -140,13 +143,26 @@ fn bury(client: &mut pgrx::spi::SpiClient<'_>, ids: Vec<i64>, now: i64, error: O
 
 /// Completes every (id, lease) pair whose lease is held; returns their ids.
 fn complete(ids: Vec<i64>, leases: Vec<Uuid>) -> Vec<i64> {
+    let presented: HashSet<(i64, [u8; 16])> = ids
+        .iter()
+        .zip(&leases)
+        .map(|(id, lease)| (*id, *lease.as_bytes()))
+        .collect();
     let now = db::timestamp(db::now_us());
     db::with_tables(|client| {
-        let rows = db::run(
-            client,
-            &queries::COMPLETE,
-            &[ids.into(), leases.into(), now.into()],
-        );
+        let in_flight = db::run(client, &queries::LEASED, &[ids.into(), leases.into()]);
+        let held: Vec<i64> = in_flight
+            .into_iter()
+            .filter_map(|r| {
+                let id: i64 = r.get(1).ok().flatten()?;
+                let lease: Uuid = r.get(2).ok().flatten()?;
+                presented.contains(&(id, *lease.as_bytes())).then_some(id)
+            })
+            .collect();
+        if held.is_empty() {
+            return held;
+        }
+        let rows = db::run(client, &queries::COMPLETE, &[held.into(), now.into()]);
         let mut done: Vec<i64> = rows
             .into_iter()
             .filter_map(|r| r.get::<i64>(1).ok().flatten())

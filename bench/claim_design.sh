@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The measurement behind the claim index (README, "Storage design"): with
+# jobs in flight, does a claim of 100 stay O(batch)?
+#   A: claims update only unindexed columns (HOT), so the claim index keeps
+#      the jobs in flight and every claim walks past them;
+#   B: the claim index covers ready jobs only (a partial index on state), so
+#      a claim moves its jobs out of it (not HOT).
+# Plain tables shaped like queue_live, 200,000 ready jobs, 300 claims of 100
+# that are never completed; prints the latency of every 50th claim.
+#   bench/claim_design.sh     (PostgreSQL 15 binaries; no extension needed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+BIN=$("$PG_CONFIG" --bindir)
+DIR=${QUEUE_BENCH_DIR:-/tmp/queue-claim-design}
+PORT=${QUEUE_BENCH_PORT:-54331}
+work=$(mktemp -d /tmp/queue-claim-design-scripts.XXXXXX)
+[ "$(id -u)" -eq 0 ] && chown postgres "$work"
+
+rm -rf "$DIR"
+# a plain cluster: the extension is not needed here
+as_owner() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+if [ "$(id -u)" -eq 0 ]; then install -d -o postgres -g postgres "$DIR"; else mkdir -p "$DIR"; fi
+as_owner "$BIN/initdb" -D "$DIR/data" -A trust -U postgres --no-sync >/dev/null
+printf "port = %s\nlisten_addresses = ''\nunix_socket_directories = '%s'\njit = off\n" "$PORT" "$DIR" \
+    >> "$DIR/data/postgresql.conf"
+as_owner "$BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+trap 'as_owner "$BIN/pg_ctl" -D "$DIR/data" -m fast -w stop >/dev/null; rm -rf "$DIR" "$work"' EXIT
+
+sql() { PGOPTIONS="-c client_min_messages=warning" "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -U postgres -d postgres "$@"; }
+
+run() {
+    local name=$1 index=$2 filter=$3
+    sql <<SQL
+DROP TABLE IF EXISTS jobs;
+CREATE TABLE jobs (queue_id int NOT NULL, priority int NOT NULL, id bigint NOT NULL,
+    run_at timestamptz NOT NULL, state text NOT NULL, attempts int NOT NULL DEFAULT 0,
+    lease uuid, lease_expires_at timestamptz, payload jsonb NOT NULL) WITH (fillfactor = 80);
+CREATE INDEX ON jobs (id);
+$index;
+INSERT INTO jobs (queue_id, priority, id, run_at, state, payload)
+SELECT 1, 0, i, now(), 'ready', '{"n": 1}' FROM generate_series(1, 200000) i;
+VACUUM ANALYZE jobs;
+SQL
+    cat > "$work/claim.sql" <<SQL
+WITH picked AS (SELECT id FROM jobs WHERE queue_id = 1 AND $filter
+                 ORDER BY priority DESC, run_at, id LIMIT 100 FOR UPDATE SKIP LOCKED)
+UPDATE jobs j SET state = 'processing', attempts = attempts + 1, lease = gen_random_uuid(),
+       lease_expires_at = now() + interval '5 minutes'
+  FROM picked WHERE j.id = picked.id;
+SQL
+    rm -f "$work"/lat*
+    (cd "$work" && as_owner "$BIN/pgbench" -n -h "$DIR" -p "$PORT" -U postgres -c 1 -t 300 \
+        -f claim.sql -l --log-prefix=lat postgres >/dev/null)
+    local hot
+    hot=$(sql -c "SELECT round(100.0 * n_tup_hot_upd / greatest(n_tup_upd, 1)) FROM pg_stat_user_tables WHERE relname = 'jobs'")
+    printf "| %s |" "$name"
+    awk 'NR % 50 == 0 { printf " %.1f |", $3 / 1000 }' "$work"/lat*
+    printf " %s%% |\n" "$hot"
+}
+
+echo "Claim latency (ms) by jobs in flight; last column: share of HOT updates"
+echo
+echo "| design | 5,000 | 10,000 | 15,000 | 20,000 | 25,000 | 30,000 | HOT |"
+echo "|---|---|---|---|---|---|---|---|"
+run "A: HOT claim, in-flight jobs stay in the claim index" \
+    "CREATE INDEX ON jobs (queue_id, priority DESC, run_at, id)" \
+    "(state = 'ready' OR lease_expires_at < now())"
+run "B: claim index on ready jobs only" \
+    "CREATE INDEX ON jobs (queue_id, priority DESC, run_at, id) WHERE state = 'ready'" \
+    "state = 'ready'"
