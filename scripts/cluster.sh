@@ -30,7 +30,9 @@ shared_preload_libraries = 'queue'
 fsync = on
 CONF
     fi
-    as_owner "$BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
+    # a Rust backtrace setting would put backtraces into error details
+    (unset RUST_BACKTRACE RUST_LIB_BACKTRACE
+     as_owner "$BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null)
     ;;
 stop)
     if [ -f "$dir/data/postmaster.pid" ]; then

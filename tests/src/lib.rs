@@ -127,6 +127,9 @@ impl Cluster {
                 .arg("-l")
                 .arg(self.dir.join("server.log"));
             c.args(["-w", "-t", "60", "start"]);
+            // a Rust backtrace setting would put backtraces into error details
+            c.env_remove("RUST_BACKTRACE")
+                .env_remove("RUST_LIB_BACKTRACE");
             c
         });
     }

@@ -413,3 +413,53 @@ fn rotation_under_load_keeps_every_job_and_lease() {
     assert_eq!(succeeded, unique.len() as i64);
     assert!(unique.is_subset(&produced));
 }
+
+/// A queue is never dropped under an enqueue in progress: the drop waits for
+/// it, and then either refuses (the job is unfinished) or takes the job along.
+#[test]
+fn a_drop_waits_for_enqueues_in_progress() {
+    let cluster = Cluster::start();
+    let mut producer = cluster.connect();
+    producer
+        .batch_execute("SELECT queue_create('race.drop')")
+        .unwrap();
+    for force in [false, true] {
+        let mut tx = producer.transaction().unwrap();
+        let job: i64 = tx
+            .query_one("SELECT queue_enqueue('race.drop', '{}')", &[])
+            .unwrap()
+            .get(0);
+        let mut dropper = cluster.connect();
+        let drop = thread::spawn(move || {
+            let started = Instant::now();
+            let result = dropper
+                .query_one("SELECT queue_drop('race.drop', force => $1)", &[&force])
+                .map(|r| r.get::<_, bool>(0));
+            (
+                result.map_err(|e| e.code().map(|c| c.code().to_string())),
+                started.elapsed(),
+            )
+        });
+        thread::sleep(Duration::from_millis(300));
+        tx.commit().unwrap();
+        let (result, waited) = drop.join().unwrap();
+        assert!(
+            waited >= Duration::from_millis(250),
+            "the drop waited for the enqueue"
+        );
+        let left: i64 = producer
+            .query_one("SELECT count(*) FROM queue_jobs WHERE id = $1", &[&job])
+            .unwrap()
+            .get(0);
+        if force {
+            assert_eq!(result, Ok(true));
+            assert_eq!(left, 0, "the job went with its queue");
+        } else {
+            assert_eq!(result, Err(Some("55006".to_string())));
+            assert_eq!(left, 1, "the job is still there, in its queue");
+            producer
+                .batch_execute("SELECT queue_complete(id, lease) FROM queue_claim('race.drop')")
+                .unwrap();
+        }
+    }
+}
