@@ -56,7 +56,7 @@ mod tests {
             client
                 .select(
                     "SELECT current_user || ' ' || current_setting('jit') || ' '
-                            || current_setting('plan_cache_mode')",
+                            || current_setting('plan_cache_mode') || ' ' || current_setting('enable_seqscan')",
                     None,
                     &[],
                 )
@@ -68,7 +68,7 @@ mod tests {
         });
         let owner: String =
             one("SELECT extowner::regrole::text FROM pg_extension WHERE extname = 'queue'");
-        assert_eq!(inside, format!("{owner} off force_generic_plan"));
+        assert_eq!(inside, format!("{owner} off force_generic_plan off"));
         assert_eq!(db::calling_role(), caller);
         assert_eq!(
             one::<String>("SELECT current_user::text"),

@@ -116,5 +116,5 @@ SELECT count(*) FROM queue_jobs WHERE queue = 'p.limit';
 SET jit = on;
 SELECT queue_enqueue('p.main', '{}') > 0 AS enqueued;
 SELECT current_setting('jit') AS jit, current_setting('plan_cache_mode') AS plan_cache_mode,
-       current_user AS "current_user";
+       current_setting('enable_seqscan') AS enable_seqscan, current_user AS "current_user";
 RESET jit;

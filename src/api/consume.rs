@@ -1,8 +1,9 @@
 //! Taking jobs off a queue and reporting how they went.
 
-use pgrx::datum::{Interval, Uuid};
+use std::cmp::Reverse;
 use std::collections::HashSet;
 
+use pgrx::datum::{Interval, Uuid};
 use pgrx::prelude::*;
 
 use super::duration;
@@ -113,7 +114,7 @@ fn queue_claim(
                     row.get(7).ok().flatten().expect("a lease"),
                     row.get(8).ok().flatten().expect("a lease expiry"),
                 );
-                jobs.push(((-priority, run_at.into_inner(), id), job));
+                jobs.push(((Reverse(priority), run_at.into_inner(), id), job));
             }
             // Jobs with no attempt left go to the dead letters; look for
             // others to fill the batch.
