@@ -15,9 +15,71 @@ use pgrx::pgrx_sql_entity_graph::metadata::{
 };
 use pgrx::{FromDatum, IntoDatum, PgMemoryContexts};
 
+/// The SQL type, argument passing and conversions of a type that holds a
+/// datum by reference.
+macro_rules! datum_by_reference {
+    ($ty:ident, $sql:literal, $oid:ident) => {
+        impl FromDatum for $ty {
+            unsafe fn from_polymorphic_datum(
+                datum: pg_sys::Datum,
+                is_null: bool,
+                _: pg_sys::Oid,
+            ) -> Option<Self> {
+                (!is_null).then_some($ty(datum))
+            }
+
+            /// Copies the value out of a memory context that is about to go
+            /// away (the SPI result it was read from).
+            unsafe fn from_datum_in_memory_context(
+                mut memory_context: PgMemoryContexts,
+                datum: pg_sys::Datum,
+                is_null: bool,
+                _: pg_sys::Oid,
+            ) -> Option<Self> {
+                if is_null {
+                    return None;
+                }
+                memory_context.switch_to(|_| unsafe {
+                    let copy = pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr());
+                    Some($ty(pg_sys::Datum::from(copy)))
+                })
+            }
+        }
+
+        impl IntoDatum for $ty {
+            fn into_datum(self) -> Option<pg_sys::Datum> {
+                Some(self.0)
+            }
+
+            fn type_oid() -> pg_sys::Oid {
+                pg_sys::$oid
+            }
+        }
+
+        unsafe impl<'fcx> ArgAbi<'fcx> for $ty {
+            unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+                let index = arg.index();
+                unsafe { arg.unbox_arg_using_from_datum() }
+                    .unwrap_or_else(|| panic!("argument {index} must not be null"))
+            }
+        }
+
+        unsafe impl SqlTranslatable for $ty {
+            const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!($ty);
+            const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
+            const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> =
+                Ok(SqlMappingRef::literal($sql));
+            const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
+                Ok(ReturnsRef::One(SqlMappingRef::literal($sql)));
+        }
+    };
+}
+
 /// A `jsonb` datum, by reference.
 #[derive(Clone, Copy, Debug)]
 pub struct Jsonb(pg_sys::Datum);
+
+datum_by_reference!(Jsonb, "jsonb", JSONBOID);
 
 impl Jsonb {
     /// The JSON type of the value (`object`, `array`, `string`, ...).
@@ -28,68 +90,17 @@ impl Jsonb {
     }
 }
 
-impl FromDatum for Jsonb {
-    unsafe fn from_polymorphic_datum(
-        datum: pg_sys::Datum,
-        is_null: bool,
-        _: pg_sys::Oid,
-    ) -> Option<Self> {
-        (!is_null).then_some(Jsonb(datum))
-    }
-
-    /// Copies the value out of a memory context that is about to go away
-    /// (the SPI result it was read from).
-    unsafe fn from_datum_in_memory_context(
-        mut memory_context: PgMemoryContexts,
-        datum: pg_sys::Datum,
-        is_null: bool,
-        _: pg_sys::Oid,
-    ) -> Option<Self> {
-        if is_null {
-            return None;
-        }
-        memory_context.switch_to(|_| unsafe {
-            let copy = pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr());
-            Some(Jsonb(pg_sys::Datum::from(copy)))
-        })
-    }
-}
-
-impl IntoDatum for Jsonb {
-    fn into_datum(self) -> Option<pg_sys::Datum> {
-        Some(self.0)
-    }
-
-    fn type_oid() -> pg_sys::Oid {
-        pg_sys::JSONBOID
-    }
-}
-
-unsafe impl<'fcx> ArgAbi<'fcx> for Jsonb {
-    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
-        let index = arg.index();
-        unsafe { arg.unbox_arg_using_from_datum() }
-            .unwrap_or_else(|| panic!("argument {index} must not be null"))
-    }
-}
-
 unsafe impl BoxRet for Jsonb {
     unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
         unsafe { fcinfo.return_raw_datum(self.0) }
     }
 }
 
-unsafe impl SqlTranslatable for Jsonb {
-    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(Jsonb);
-    const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
-    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("jsonb"));
-    const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
-        Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb")));
-}
-
 /// A `jsonb[]` datum, by reference: handed to SQL whole, as one parameter.
 #[derive(Clone, Copy, Debug)]
 pub struct JsonbArray(pg_sys::Datum);
+
+datum_by_reference!(JsonbArray, "jsonb[]", JSONBARRAYOID);
 
 /// What a batch enqueue needs to know of its array before it stores it.
 #[derive(Debug, PartialEq, Eq)]
@@ -122,41 +133,4 @@ impl JsonbArray {
             }
         }
     }
-}
-
-impl FromDatum for JsonbArray {
-    unsafe fn from_polymorphic_datum(
-        datum: pg_sys::Datum,
-        is_null: bool,
-        _: pg_sys::Oid,
-    ) -> Option<Self> {
-        (!is_null).then_some(JsonbArray(datum))
-    }
-}
-
-impl IntoDatum for JsonbArray {
-    fn into_datum(self) -> Option<pg_sys::Datum> {
-        Some(self.0)
-    }
-
-    fn type_oid() -> pg_sys::Oid {
-        pg_sys::JSONBARRAYOID
-    }
-}
-
-unsafe impl<'fcx> ArgAbi<'fcx> for JsonbArray {
-    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
-        let index = arg.index();
-        unsafe { arg.unbox_arg_using_from_datum() }
-            .unwrap_or_else(|| panic!("argument {index} must not be null"))
-    }
-}
-
-unsafe impl SqlTranslatable for JsonbArray {
-    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(JsonbArray);
-    const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
-    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> =
-        Ok(SqlMappingRef::literal("jsonb[]"));
-    const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
-        Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb[]")));
 }

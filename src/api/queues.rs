@@ -1,6 +1,6 @@
 //! Creating, altering and dropping queues.
 
-use pgrx::datum::Interval;
+use pgrx::datum::{DatumWithOid, Interval};
 use pgrx::prelude::*;
 
 use super::duration;
@@ -44,6 +44,18 @@ impl Options<'_> {
         }
         Ok(())
     }
+
+    /// The options as statement parameters, in the order of their columns.
+    fn args(&self) -> [DatumWithOid<'_>; 6] {
+        [
+            self.max_attempts.into(),
+            self.backoff.into(),
+            self.retry_delay.into(),
+            self.max_retry_delay.into(),
+            self.lease.into(),
+            self.retention.into(),
+        ]
+    }
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -70,20 +82,9 @@ fn queue_create(
     options.check().or_raise();
     let owner = db::calling_role();
     db::with_tables(|client| {
-        db::run(
-            client,
-            &queries::CREATE_QUEUE,
-            &[
-                name.into(),
-                owner.into(),
-                options.max_attempts.into(),
-                options.backoff.into(),
-                options.retry_delay.into(),
-                options.max_retry_delay.into(),
-                options.lease.into(),
-                options.retention.into(),
-            ],
-        );
+        let mut args = vec![name.into(), owner.into()];
+        args.extend(options.args());
+        db::run(client, &queries::CREATE_QUEUE, &args);
     })
 }
 
@@ -113,19 +114,9 @@ fn queue_alter(
     db::with_tables(|client| {
         let queue = catalog::require(client, name).or_raise();
         queue.check_owner(caller, "alter").or_raise();
-        db::run(
-            client,
-            &queries::ALTER_QUEUE,
-            &[
-                queue.id.into(),
-                options.max_attempts.into(),
-                options.backoff.into(),
-                options.retry_delay.into(),
-                options.max_retry_delay.into(),
-                options.lease.into(),
-                options.retention.into(),
-            ],
-        );
+        let mut args = vec![queue.id.into()];
+        args.extend(options.args());
+        db::run(client, &queries::ALTER_QUEUE, &args);
     })
 }
 
