@@ -6,7 +6,8 @@
 set -euo pipefail
 
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-PGRX_VERSION=0.18.1
+cd "$(dirname "$0")/.."
+PGRX_VERSION=$(sed -n 's/^cargo-pgrx = "=\(.*\)"$/\1/p' Cargo.toml)
 export PATH="$HOME/.cargo/bin:$PATH" DEBIAN_FRONTEND=noninteractive
 
 if ! command -v cargo >/dev/null; then
