@@ -1,5 +1,7 @@
 //! Queues as the API sees them: looked up by name, with their policies.
 
+use std::hash::{Hash, Hasher};
+
 use pgrx::datum::Interval;
 use pgrx::pg_sys::{self, Oid};
 use pgrx::spi::SpiClient;
@@ -74,8 +76,26 @@ impl Queue {
         } else {
             pg_sys::AccessShareLock
         };
-        unsafe {
-            pg_sys::LockDatabaseObject(db::queues_table(), Oid::from(self.id as u32), 0, mode as _)
-        }
+        lock_object(Oid::from(self.id as u32), QUEUE_LOCK, mode);
     }
+
+    /// Taken by an enqueue with a dedup key until the end of the transaction:
+    /// enqueues of one key run one at a time, and the second sees the job of
+    /// the first. Keys share a lock when their hashes collide, which only
+    /// makes them wait for each other.
+    pub fn lock_dedup_key(&self, key: &str) {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (self.id, key).hash(&mut hasher);
+        let hash = hasher.finish() as u32;
+        lock_object(Oid::from(hash), DEDUP_LOCK, pg_sys::ExclusiveLock);
+    }
+}
+
+/// The locks of the API are object locks of class `queue_queues`, a name
+/// space of their own (advisory locks would share the users' one).
+const QUEUE_LOCK: u16 = 0;
+const DEDUP_LOCK: u16 = 1;
+
+fn lock_object(object: Oid, kind: u16, mode: u32) {
+    unsafe { pg_sys::LockDatabaseObject(db::queues_table(), object, kind, mode as _) }
 }

@@ -26,7 +26,6 @@ statements! {
         TEXTOID, TIMESTAMPTZOID);
     ENQUEUE_BATCH = "enqueue_batch.sql" (INT4OID, JSONBARRAYOID, INT4OID, TIMESTAMPTZOID,
         TEXTOID, TIMESTAMPTZOID);
-    DEDUP_LOCK = "dedup_lock.sql" (INT4OID, TEXTOID);
     DEDUP_FIND = "dedup_find.sql" (INT4OID, TEXTOID);
 
     PROMOTE = "promote.sql" (INT4OID, TIMESTAMPTZOID, INT4OID);

@@ -27,7 +27,6 @@ mod tests {
             &queries::DROP_QUEUE,
             &queries::ENQUEUE,
             &queries::ENQUEUE_BATCH,
-            &queries::DEDUP_LOCK,
             &queries::DEDUP_FIND,
             &queries::PROMOTE,
             &queries::RESCUE,

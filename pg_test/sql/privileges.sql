@@ -52,7 +52,7 @@ RESET ROLE;
 CREATE SCHEMA queue_trap;
 GRANT USAGE, CREATE ON SCHEMA queue_trap TO queue_bob;
 SET ROLE queue_bob;
-CREATE FUNCTION queue_trap.hashtext(text) RETURNS integer LANGUAGE sql
+CREATE FUNCTION queue_trap.nextval(regclass) RETURNS bigint LANGUAGE sql
     AS $$ SELECT 1 / 0 $$;
 CREATE FUNCTION queue_trap.gen_random_uuid() RETURNS uuid LANGUAGE sql
     AS $$ SELECT '00000000-0000-0000-0000-000000000000'::uuid $$;

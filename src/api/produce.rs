@@ -74,8 +74,7 @@ fn queue_enqueue(
     db::with_tables(|client| {
         let queue = queue_for_insert(client, name);
         if let Some(key) = dedup_key {
-            // One enqueue of a key at a time; the second sees the first's job.
-            db::run(client, &queries::DEDUP_LOCK, &[queue.id.into(), key.into()]);
+            queue.lock_dedup_key(key);
             let existing = db::run(client, &queries::DEDUP_FIND, &[queue.id.into(), key.into()]);
             if let Some(row) = existing.into_iter().next() {
                 return row.get::<i64>(1).ok().flatten().expect("a job id");
