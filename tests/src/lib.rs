@@ -211,3 +211,12 @@ where
 pub fn ids(rows: &[postgres::Row]) -> Vec<i64> {
     rows.iter().map(|r| r.get::<_, i64>(0)).collect()
 }
+
+/// The one value of a query that returns one row of one column.
+pub fn one<T: postgres::types::FromSqlOwned>(
+    client: &mut impl postgres::GenericClient,
+    sql: &str,
+    params: &[&(dyn postgres::types::ToSql + Sync)],
+) -> T {
+    client.query_one(sql, params).unwrap().get(0)
+}

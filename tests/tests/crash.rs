@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use queue_client_tests::{ids, Client, Cluster};
+use queue_client_tests::{ids, one, Client, Cluster};
 
 /// What the clients know of the work they sent, by outcome of its COMMIT.
 #[derive(Default)]
@@ -122,20 +122,19 @@ fn no_committed_job_is_lost_and_no_completed_job_comes_back() {
             )
             .unwrap();
         client.batch_execute("BEGIN").unwrap();
-        let id: i64 = client
-            .query_one("SELECT queue_enqueue('crash', '{\"held\": true}')", &[])
-            .unwrap()
-            .get(0);
+        let id: i64 = one(
+            &mut client,
+            "SELECT queue_enqueue('crash', '{\"held\": true}')",
+            &[],
+        );
         ledger.lock().unwrap().never_committed.insert(id);
         if let Some(job) = claimed {
             let (job_id, lease): (i64, String) = (job.get(0), job.get(1));
-            let done: bool = client
-                .query_one(
-                    "SELECT queue_complete($1, $2::text::uuid)",
-                    &[&job_id, &lease],
-                )
-                .unwrap()
-                .get(0);
+            let done: bool = one(
+                &mut client,
+                "SELECT queue_complete($1, $2::text::uuid)",
+                &[&job_id, &lease],
+            );
             assert!(done);
             held_completions.insert(job_id);
         }

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use queue_client_tests::{Cluster, DB};
+use queue_client_tests::{one, Cluster, DB};
 
 /// Every retained job, every column, as text.
 fn snapshot(client: &mut queue_client_tests::Client) -> Vec<String> {
@@ -91,46 +91,39 @@ fn pg_dump_keeps_queues_and_jobs() {
 
     let mut restored = cluster.connect_to("restored");
     assert_eq!(snapshot(&mut restored), before);
-    let same_queues: bool = restored
-        .query_one(
-            "SELECT count(*) = 2 AND bool_and(owner = 'postgres'::regrole) FROM queue_queues
+    let same_queues: bool = one(
+        &mut restored,
+        "SELECT count(*) = 2 AND bool_and(owner = 'postgres'::regrole) FROM queue_queues
               WHERE (name, max_attempts, backoff, lease, retention) IN
                     (('dump.a', 3, 'exponential', '1 hour', '1 day'),
                      ('dump.b', 5, 'fixed', '5 minutes', '30 days'))",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+        &[],
+    );
     assert!(same_queues);
 
     // The restored queues work: new ids continue, and dedup keys still hold.
-    let max_before: i64 = source
-        .query_one("SELECT max(id) FROM queue_jobs", &[])
-        .unwrap()
-        .get(0);
-    let next: i64 = restored
-        .query_one("SELECT queue_enqueue('dump.a', '{\"n\": 7}')", &[])
-        .unwrap()
-        .get(0);
+    let max_before: i64 = one(&mut source, "SELECT max(id) FROM queue_jobs", &[]);
+    let next: i64 = one(
+        &mut restored,
+        "SELECT queue_enqueue('dump.a', '{\"n\": 7}')",
+        &[],
+    );
     assert!(next > max_before);
-    let dedup: i64 = restored
-        .query_one(
-            "SELECT queue_enqueue('dump.a', '{}', dedup_key => 'k')",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    let original: i64 = source
-        .query_one("SELECT id FROM queue_jobs WHERE dedup_key = 'k'", &[])
-        .unwrap()
-        .get(0);
+    let dedup: i64 = one(
+        &mut restored,
+        "SELECT queue_enqueue('dump.a', '{}', dedup_key => 'k')",
+        &[],
+    );
+    let original: i64 = one(
+        &mut source,
+        "SELECT id FROM queue_jobs WHERE dedup_key = 'k'",
+        &[],
+    );
     assert_eq!(dedup, original);
-    let claimed: i64 = restored
-        .query_one(
-            "SELECT count(*) FROM queue_claim('dump.b', max_jobs => 10)",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let claimed: i64 = one(
+        &mut restored,
+        "SELECT count(*) FROM queue_claim('dump.b', max_jobs => 10)",
+        &[],
+    );
     assert_eq!(claimed, 1, "the job enqueued after the rotation");
 }

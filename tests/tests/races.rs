@@ -8,7 +8,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use queue_client_tests::{ids, on_connections, Client, Cluster};
+use queue_client_tests::{ids, on_connections, one, Client, Cluster};
 
 fn claim(client: &mut Client, queue: &str, max_jobs: i32) -> Vec<(i64, String)> {
     client
@@ -116,10 +116,11 @@ fn uncommitted_and_rolled_back_enqueues_are_invisible() {
         .unwrap();
 
     let mut tx = producer.transaction().unwrap();
-    let pending: i64 = tx
-        .query_one("SELECT queue_enqueue('race.tx', '{\"n\": 1}')", &[])
-        .unwrap()
-        .get(0);
+    let pending: i64 = one(
+        &mut tx,
+        "SELECT queue_enqueue('race.tx', '{\"n\": 1}')",
+        &[],
+    );
     assert!(
         claim(&mut consumer, "race.tx", 10).is_empty(),
         "uncommitted job claimed"
@@ -131,22 +132,21 @@ fn uncommitted_and_rolled_back_enqueues_are_invisible() {
     );
 
     let mut tx = producer.transaction().unwrap();
-    let committed: i64 = tx
-        .query_one("SELECT queue_enqueue('race.tx', '{\"n\": 2}')", &[])
-        .unwrap()
-        .get(0);
+    let committed: i64 = one(
+        &mut tx,
+        "SELECT queue_enqueue('race.tx', '{\"n\": 2}')",
+        &[],
+    );
     assert!(claim(&mut consumer, "race.tx", 10).is_empty());
     tx.commit().unwrap();
     let got = claim(&mut consumer, "race.tx", 10);
     assert_eq!(got.iter().map(|j| j.0).collect::<Vec<_>>(), vec![committed]);
     assert_ne!(pending, committed);
-    let n: i64 = consumer
-        .query_one(
-            "SELECT count(*) FROM queue_jobs WHERE queue = 'race.tx'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let n: i64 = one(
+        &mut consumer,
+        "SELECT count(*) FROM queue_jobs WHERE queue = 'race.tx'",
+        &[],
+    );
     assert_eq!(n, 1, "the rolled-back job left no trace");
 }
 
@@ -167,14 +167,11 @@ fn concurrent_dedup_enqueues_get_one_id() {
         (0..KEYS)
             .map(|k| {
                 barrier.wait();
-                let id: i64 = client
-                    .query_one(
-                        "SELECT queue_enqueue('race.dedup', '{}', dedup_key => $1)",
-                        &[&format!("key-{k}")],
-                    )
-                    .unwrap()
-                    .get(0);
-                id
+                one::<i64>(
+                    &mut *client,
+                    "SELECT queue_enqueue('race.dedup', '{}', dedup_key => $1)",
+                    &[&format!("key-{k}")],
+                )
             })
             .collect::<Vec<i64>>()
     });
@@ -182,14 +179,11 @@ fn concurrent_dedup_enqueues_get_one_id() {
         results[0], results[1],
         "both sessions got the same id for every key"
     );
-    let n: i64 = cluster
-        .connect()
-        .query_one(
-            "SELECT count(*) FROM queue_jobs WHERE queue = 'race.dedup'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let n: i64 = one(
+        &mut cluster.connect(),
+        "SELECT count(*) FROM queue_jobs WHERE queue = 'race.dedup'",
+        &[],
+    );
     assert_eq!(n, KEYS as i64);
 
     // One session holds its enqueue open: the other waits for it, then gets
@@ -198,24 +192,20 @@ fn concurrent_dedup_enqueues_get_one_id() {
         let key = format!("held-{commit}");
         let mut first = cluster.connect();
         let mut tx = first.transaction().unwrap();
-        let held: i64 = tx
-            .query_one(
-                "SELECT queue_enqueue('race.dedup', '{}', dedup_key => $1)",
-                &[&key],
-            )
-            .unwrap()
-            .get(0);
+        let held: i64 = one(
+            &mut tx,
+            "SELECT queue_enqueue('race.dedup', '{}', dedup_key => $1)",
+            &[&key],
+        );
         let mut second = cluster.connect();
         let key2 = key.clone();
         let waiter = thread::spawn(move || {
             let started = Instant::now();
-            let id: i64 = second
-                .query_one(
-                    "SELECT queue_enqueue('race.dedup', '{}', dedup_key => $1)",
-                    &[&key2],
-                )
-                .unwrap()
-                .get(0);
+            let id: i64 = one(
+                &mut second,
+                "SELECT queue_enqueue('race.dedup', '{}', dedup_key => $1)",
+                &[&key2],
+            );
             (id, started.elapsed())
         });
         thread::sleep(Duration::from_millis(300));
@@ -234,14 +224,11 @@ fn concurrent_dedup_enqueues_get_one_id() {
         } else {
             assert_ne!(id, held);
         }
-        let n: i64 = cluster
-            .connect()
-            .query_one(
-                "SELECT count(*) FROM queue_jobs WHERE dedup_key = $1",
-                &[&key],
-            )
-            .unwrap()
-            .get(0);
+        let n: i64 = one(
+            &mut cluster.connect(),
+            "SELECT count(*) FROM queue_jobs WHERE dedup_key = $1",
+            &[&key],
+        );
         assert_eq!(n, 1, "one job for the key ({key})");
     }
 }
@@ -256,10 +243,11 @@ fn an_expired_lease_is_reclaimed_and_fenced_off() {
     first
         .batch_execute("SELECT queue_create('race.lease', lease => '1 second')")
         .unwrap();
-    let job: i64 = first
-        .query_one("SELECT queue_enqueue('race.lease', '{\"work\": 1}')", &[])
-        .unwrap()
-        .get(0);
+    let job: i64 = one(
+        &mut first,
+        "SELECT queue_enqueue('race.lease', '{\"work\": 1}')",
+        &[],
+    );
     let old = first
         .query_one(
             "SELECT id, lease::text, attempt FROM queue_claim('race.lease', 'first')",
@@ -286,29 +274,23 @@ fn an_expired_lease_is_reclaimed_and_fenced_off() {
     assert_eq!(new.get::<_, i32>(2), 2);
     assert_ne!(new_lease, old_lease);
 
-    let completed: bool = first
-        .query_one(
-            "SELECT queue_complete($1, $2::text::uuid)",
-            &[&job, &old_lease],
-        )
-        .unwrap()
-        .get(0);
+    let completed: bool = one(
+        &mut first,
+        "SELECT queue_complete($1, $2::text::uuid)",
+        &[&job, &old_lease],
+    );
     assert!(!completed);
-    let failed: Option<String> = first
-        .query_one(
-            "SELECT queue_fail($1, $2::text::uuid, 'late')",
-            &[&job, &old_lease],
-        )
-        .unwrap()
-        .get(0);
+    let failed: Option<String> = one(
+        &mut first,
+        "SELECT queue_fail($1, $2::text::uuid, 'late')",
+        &[&job, &old_lease],
+    );
     assert_eq!(failed, None);
-    let extended: Option<String> = first
-        .query_one(
-            "SELECT queue_extend($1, $2::text::uuid, '1 hour')::text",
-            &[&job, &old_lease],
-        )
-        .unwrap()
-        .get(0);
+    let extended: Option<String> = one(
+        &mut first,
+        "SELECT queue_extend($1, $2::text::uuid, '1 hour')::text",
+        &[&job, &old_lease],
+    );
     assert_eq!(extended, None);
     let row = first
         .query_one(
@@ -324,13 +306,11 @@ fn an_expired_lease_is_reclaimed_and_fenced_off() {
         "lease expired during attempt 1 of 5 (worker first)"
     );
 
-    let completed: bool = second
-        .query_one(
-            "SELECT queue_complete($1, $2::text::uuid)",
-            &[&job, &new_lease],
-        )
-        .unwrap()
-        .get(0);
+    let completed: bool = one(
+        &mut second,
+        "SELECT queue_complete($1, $2::text::uuid)",
+        &[&job, &new_lease],
+    );
     assert!(completed);
 }
 
@@ -425,10 +405,7 @@ fn a_drop_waits_for_enqueues_in_progress() {
         .unwrap();
     for force in [false, true] {
         let mut tx = producer.transaction().unwrap();
-        let job: i64 = tx
-            .query_one("SELECT queue_enqueue('race.drop', '{}')", &[])
-            .unwrap()
-            .get(0);
+        let job: i64 = one(&mut tx, "SELECT queue_enqueue('race.drop', '{}')", &[]);
         let mut dropper = cluster.connect();
         let drop = thread::spawn(move || {
             let started = Instant::now();
@@ -447,10 +424,11 @@ fn a_drop_waits_for_enqueues_in_progress() {
             waited >= Duration::from_millis(250),
             "the drop waited for the enqueue"
         );
-        let left: i64 = producer
-            .query_one("SELECT count(*) FROM queue_jobs WHERE id = $1", &[&job])
-            .unwrap()
-            .get(0);
+        let left: i64 = one(
+            &mut producer,
+            "SELECT count(*) FROM queue_jobs WHERE id = $1",
+            &[&job],
+        );
         if force {
             assert_eq!(result, Ok(true));
             assert_eq!(left, 0, "the job went with its queue");
