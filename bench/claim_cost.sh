@@ -14,12 +14,10 @@ BIN=$("$PG_CONFIG" --bindir)
 DIR=${QUEUE_BENCH_DIR:-/tmp/queue-claim-cost}
 PORT=${QUEUE_BENCH_PORT:-54332}
 work=$(mktemp -d /tmp/queue-claim-cost-scripts.XXXXXX)
-[ "$(id -u)" -eq 0 ] && chown postgres "$work"
 
 rm -rf "$DIR"
 scripts/cluster.sh start "$DIR" "$PORT"
 trap 'scripts/cluster.sh stop "$DIR"; rm -rf "$DIR" "$work"' EXIT
-as_owner() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 sql() { "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -U postgres -d postgres "$@"; }
 fill() {  # queue, jobs, extra arguments of queue_enqueue_batch
     sql -c "SELECT count(*) FROM (SELECT queue_enqueue_batch('$1',
@@ -34,7 +32,7 @@ measure() {
     fill measured 20000 ""
     sql -c "VACUUM ANALYZE" >/dev/null
     rm -f "$work"/lat*
-    (cd "$work" && PGOPTIONS="-c synchronous_commit=off" as_owner "$BIN/pgbench" -n \
+    (cd "$work" && PGOPTIONS="-c synchronous_commit=off" "$BIN/pgbench" -n \
         -h "$DIR" -p "$PORT" -U postgres -c 1 -t 200 \
         -f cycle.sql -l --log-prefix=lat postgres >/dev/null)
     printf "| %s | %s |\n" "$1" "$(sort -n -k3 "$work"/lat* | awk '{ v[NR] = $3 } END { printf "%.2f", v[int((NR + 1) / 2)] / 1000 }')"

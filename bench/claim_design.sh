@@ -16,19 +16,13 @@ BIN=$("$PG_CONFIG" --bindir)
 DIR=${QUEUE_BENCH_DIR:-/tmp/queue-claim-design}
 PORT=${QUEUE_BENCH_PORT:-54331}
 work=$(mktemp -d /tmp/queue-claim-design-scripts.XXXXXX)
-[ "$(id -u)" -eq 0 ] && chown postgres "$work"
 
 rm -rf "$DIR"
-# a plain cluster: the extension is not needed here
-as_owner() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-if [ "$(id -u)" -eq 0 ]; then install -d -o postgres -g postgres "$DIR"; else mkdir -p "$DIR"; fi
-as_owner "$BIN/initdb" -D "$DIR/data" -A trust -U postgres --no-sync >/dev/null
-printf "port = %s\nlisten_addresses = ''\nunix_socket_directories = '%s'\njit = off\n" "$PORT" "$DIR" \
-    >> "$DIR/data/postgresql.conf"
-as_owner "$BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
-trap 'as_owner "$BIN/pg_ctl" -D "$DIR/data" -m fast -w stop >/dev/null; rm -rf "$DIR" "$work"' EXIT
+QUEUE_PRELOAD= scripts/cluster.sh start "$DIR" "$PORT"   # the extension is not needed here
+trap 'scripts/cluster.sh stop "$DIR"; rm -rf "$DIR" "$work"' EXIT
+export PGOPTIONS="-c jit=off -c client_min_messages=warning"
 
-sql() { PGOPTIONS="-c client_min_messages=warning" "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -U postgres -d postgres "$@"; }
+sql() { "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -U postgres -d postgres "$@"; }
 
 run() {
     local name=$1 index=$2 filter=$3
@@ -51,7 +45,7 @@ UPDATE jobs j SET state = 'processing', attempts = attempts + 1, lease = gen_ran
   FROM picked WHERE j.id = picked.id;
 SQL
     rm -f "$work"/lat*
-    (cd "$work" && as_owner "$BIN/pgbench" -n -h "$DIR" -p "$PORT" -U postgres -c 1 -t 300 \
+    (cd "$work" && "$BIN/pgbench" -n -h "$DIR" -p "$PORT" -U postgres -c 1 -t 300 \
         -f claim.sql -l --log-prefix=lat postgres >/dev/null)
     local hot
     hot=$(sql -c "SELECT round(100.0 * n_tup_hot_upd / greatest(n_tup_upd, 1)) FROM pg_stat_user_tables WHERE relname = 'jobs'")

@@ -3,6 +3,7 @@
 # and the benchmarks.
 #   scripts/cluster.sh start DIR PORT   initdb (if needed) and start
 #   scripts/cluster.sh stop DIR         stop it (fast shutdown)
+# QUEUE_PRELOAD= (empty) starts a plain cluster, without the extension.
 # The server runs as `postgres` when called as root (PostgreSQL refuses
 # root). Its socket is in DIR; connect with psql -h DIR -p PORT -U postgres.
 set -euo pipefail
@@ -26,7 +27,7 @@ start)
 port = $port
 listen_addresses = ''
 unix_socket_directories = '$dir'
-shared_preload_libraries = 'queue'
+shared_preload_libraries = '${QUEUE_PRELOAD-queue}'
 fsync = on
 CONF
     fi
