@@ -2,10 +2,13 @@
 -- them as that owner, so no one can forge a job's state. DBAs read the views.
 REVOKE ALL ON queue_queues, queue_live, queue_live_0, queue_live_1, queue_done,
     queue_done_0, queue_done_1, queue_done_2, queue_done_3, queue_done_4, queue_done_5,
-    queue_done_6, queue_done_7, queue_dead, queue_jobs FROM PUBLIC;
+    queue_done_6, queue_done_7, queue_dead, queue_counters, queue_tallies FROM PUBLIC;
 REVOKE ALL ON SEQUENCE queue_queue_id_seq, queue_job_id_seq, queue_live_generation FROM PUBLIC;
-GRANT SELECT ON queue_jobs TO pg_monitor;
+REVOKE ALL ON queue_jobs, queue_stats, queue_failed, queue_workers FROM PUBLIC;
+GRANT SELECT ON queue_jobs, queue_stats, queue_failed, queue_workers TO pg_monitor;
 
--- Storage maintenance takes strong locks: only the owner, and whom the owner
--- grants it to, may run it.
-REVOKE ALL ON FUNCTION queue_maintain(boolean) FROM PUBLIC;
+-- Storage upkeep takes strong locks: only the owner, and whom the owner
+-- grants it to, may run it. The helpers are its parts.
+REVOKE ALL ON FUNCTION queue_maintain(boolean), queue_cleanup(), queue_expire(bigint),
+    queue_fold_tallies(),
+    queue_done_expired(regclass, timestamptz), queue_check_read_committed(text) FROM PUBLIC;

@@ -1,10 +1,168 @@
--- Storage maintenance: rotates the ring of live partitions when dead tuples
--- have piled up in the current one, and empties each partition of finished
--- jobs once all of its jobs are past their retention. It never waits long
--- for a lock (lock_timeout) and skips what it cannot lock; run it again
--- later. Call it every few seconds; force rotates the live ring regardless.
+-- Storage upkeep. The background worker runs these; until it serves a
+-- database, call queue_maintain() every few seconds (from pg_cron, say).
+-- Both refuse to run at REPEATABLE READ or SERIALIZABLE: they copy or check
+-- what they see and then truncate, which is only safe when every statement
+-- sees everything committed before it.
+
+CREATE FUNCTION queue_check_read_committed(caller text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION '%() must run at isolation level READ COMMITTED, not %',
+                        caller, upper(current_setting('transaction_isolation'))
+            USING ERRCODE = 'invalid_transaction_state',
+                  HINT = 'Call it in a transaction of its own.';
+    END IF;
+END
+$$;
+
+-- Folds the deltas in queue_tallies into queue_counters, and forgets the
+-- counters of dropped queues. One fold at a time (the lock is held until
+-- the caller's transaction ends).
+CREATE FUNCTION queue_fold_tallies() RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+BEGIN
+    LOCK TABLE queue_counters IN SHARE ROW EXCLUSIVE MODE;
+    WITH gone AS (
+        DELETE FROM queue_tallies RETURNING *
+    )
+    INSERT INTO queue_counters AS c (queue_id, slot, enqueued_total, succeeded_total,
+                                     failed_total, succeeded, cancelled, failed)
+    SELECT g.queue_id, g.slot, sum(g.enqueued_total), sum(g.succeeded_total),
+           sum(g.failed_total), sum(g.succeeded), sum(g.cancelled), sum(g.failed)
+      FROM gone g
+     WHERE EXISTS (SELECT FROM queue_queues q WHERE q.id = g.queue_id)
+     GROUP BY g.queue_id, g.slot
+    ON CONFLICT (queue_id, slot) DO UPDATE
+       SET enqueued_total  = c.enqueued_total + excluded.enqueued_total,
+           succeeded_total = c.succeeded_total + excluded.succeeded_total,
+           failed_total    = c.failed_total + excluded.failed_total,
+           succeeded       = c.succeeded + excluded.succeeded,
+           cancelled       = c.cancelled + excluded.cancelled,
+           failed          = c.failed + excluded.failed;
+    DELETE FROM queue_counters c
+     WHERE NOT EXISTS (SELECT FROM queue_queues q WHERE q.id = c.queue_id);
+END
+$$;
+
+-- Whether every job in the queue_done partition `part` is past its queue's
+-- retention at `at` (jobs of dropped queues count as past it), and there
+-- is at least one. One index probe per queue.
+CREATE FUNCTION queue_done_expired(part regclass, at timestamptz) RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+DECLARE
+    expired boolean;
+BEGIN
+    EXECUTE format($sql$
+        SELECT EXISTS (SELECT FROM %1$s)
+           AND NOT EXISTS (
+               SELECT FROM queue_queues q
+                WHERE EXISTS (SELECT FROM %1$s d
+                               WHERE d.queue_id = q.id
+                                 AND d.finished_at > $1 - least(q.retention, interval '1000 years')))
+        $sql$, part) INTO expired USING at;
+    RETURN expired;
+END
+$$;
+
+-- Removes succeeded and cancelled jobs past their queue's retention and
+-- returns how many. A partition of queue_done whose jobs have all expired is
+-- emptied at once with TRUNCATE (if its lock comes within lock_timeout);
+-- other expired jobs are deleted, at most `chunk` per call, so that no call
+-- holds a long transaction. Failed jobs stay. queue_cleanup() is this with
+-- the chunk the documentation gives.
+CREATE FUNCTION queue_expire(chunk bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, @extschema@, pg_temp
+SET lock_timeout = '200ms'
+AS $$
+DECLARE
+    budget bigint := chunk;
+    removed bigint := 0;
+    n bigint;
+    part regclass;
+    at timestamptz := clock_timestamp();
+BEGIN
+    IF chunk IS NULL OR chunk < 1 THEN
+        RAISE EXCEPTION 'chunk must be at least 1, got %', coalesce(chunk::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM queue_check_read_committed('queue_cleanup');
+    BEGIN
+        PERFORM queue_fold_tallies();
+    EXCEPTION WHEN lock_not_available THEN
+        NULL;  -- another fold is running; the next call folds
+    END;
+
+    FOR i IN 0..7 LOOP
+        part := format('queue_done_%s', i)::regclass;
+        IF queue_done_expired(part, at) THEN
+            BEGIN
+                EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', part);
+                IF queue_done_expired(part, at) THEN
+                    -- Every delta of this partition is committed now: fold
+                    -- them, then its retained counts go with its rows.
+                    PERFORM queue_fold_tallies();
+                    SELECT coalesce(sum(c.succeeded + c.cancelled), 0) INTO n
+                      FROM queue_counters c WHERE c.slot = i;
+                    UPDATE queue_counters c SET succeeded = 0, cancelled = 0
+                     WHERE c.slot = i;
+                    EXECUTE format('TRUNCATE %s', part);
+                    removed := removed + n;
+                    CONTINUE;
+                END IF;
+            EXCEPTION WHEN lock_not_available THEN
+                NULL;  -- in use: delete its expired jobs instead
+            END;
+        END IF;
+        CONTINUE WHEN budget <= 0;
+        EXECUTE format($sql$
+            WITH gone AS (
+                DELETE FROM %1$s d
+                 WHERE d.ctid = ANY (ARRAY(
+                       SELECT x.ctid
+                         FROM queue_queues q
+                        CROSS JOIN LATERAL (
+                              SELECT ctid FROM %1$s x
+                               WHERE x.queue_id = q.id
+                                 AND x.finished_at <= $1 - least(q.retention, interval '1000 years')
+                               ORDER BY x.finished_at
+                               LIMIT $2) x
+                        LIMIT $2))
+                RETURNING d.queue_id, d.slot, d.status
+            ), tally AS (
+                INSERT INTO queue_tallies (queue_id, slot, succeeded, cancelled)
+                SELECT queue_id, slot, -count(*) FILTER (WHERE status = 'succeeded'),
+                       -count(*) FILTER (WHERE status = 'cancelled')
+                  FROM gone GROUP BY queue_id, slot
+            )
+            SELECT count(*) FROM gone
+            $sql$, part) INTO n USING at, budget;
+        removed := removed + n;
+        budget := budget - n;
+    END LOOP;
+    RETURN removed;
+END
+$$;
+
+-- Call it until it returns 0; the background worker does.
+CREATE FUNCTION queue_cleanup() RETURNS bigint
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, @extschema@, pg_temp
+RETURN queue_expire(10000);
+
+-- All of the upkeep in one call: rotates the ring of live partitions when
+-- dead tuples have piled up in the current one (force: regardless), then
+-- runs queue_cleanup() once. It never waits long for a lock
+-- (lock_timeout) and skips what it cannot lock; run it again later.
 CREATE FUNCTION queue_maintain(force boolean DEFAULT false)
-RETURNS TABLE (live_rotated boolean, done_emptied integer)
+RETURNS TABLE (live_rotated boolean, cleaned bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, @extschema@, pg_temp
 SET lock_timeout = '200ms'
@@ -12,22 +170,12 @@ AS $$
 DECLARE
     current_slot integer;
     source regclass;
-    part regclass;
-    newest timestamptz;
 BEGIN
     IF force IS NULL THEN
         RAISE EXCEPTION 'force must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    -- Rotation copies the rows it can see and then truncates: only safe when
-    -- every statement sees everything committed before it.
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE EXCEPTION 'queue_maintain() must run at isolation level READ COMMITTED, not %',
-                        upper(current_setting('transaction_isolation'))
-            USING ERRCODE = 'invalid_transaction_state',
-                  HINT = 'Call it in a transaction of its own.';
-    END IF;
+    PERFORM queue_check_read_committed('queue_maintain');
     live_rotated := false;
-    done_emptied := 0;
 
     -- The live ring: new jobs go to the slot the generation counter names.
     -- Once the dead tuples in it outnumber the jobs it holds (and a floor),
@@ -59,23 +207,7 @@ BEGIN
         END;
     END IF;
 
-    -- The done ring: a partition whose newest expiry has passed holds
-    -- nothing worth keeping.
-    FOR slot IN 0..7 LOOP
-        part := format('queue_done_%s', slot)::regclass;
-        EXECUTE format('SELECT max(expires_at) FROM %s', part) INTO newest;
-        CONTINUE WHEN newest IS NULL OR newest > clock_timestamp();
-        BEGIN
-            EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', part);
-            EXECUTE format('SELECT max(expires_at) FROM %s', part) INTO newest;
-            IF newest <= clock_timestamp() THEN
-                EXECUTE format('TRUNCATE %s', part);
-                done_emptied := done_emptied + 1;
-            END IF;
-        EXCEPTION WHEN lock_not_available THEN
-            NULL;
-        END;
-    END LOOP;
+    cleaned := queue_cleanup();
     RETURN NEXT;
 END
 $$;

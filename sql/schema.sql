@@ -74,10 +74,12 @@ CREATE INDEX queue_live_leased ON queue_live (queue_id, lease_expires_at)
 CREATE INDEX queue_live_dedup ON queue_live (queue_id, dedup_key)
     WHERE dedup_key IS NOT NULL;
 
--- Succeeded and cancelled jobs, kept until expires_at (finished_at plus the
--- queue's retention). Insert-only. A ring of eight partitions, each taking
--- the jobs that expire in one four-hour window of every 32 hours: once all of
--- a partition's jobs have expired, it is emptied with TRUNCATE.
+-- Succeeded and cancelled jobs, kept for their queue's retention, counted
+-- from finished_at (so a change of retention applies to them too).
+-- Insert-only. A ring of eight partitions, each taking the jobs that expire
+-- (expires_at: finished_at plus the retention when they finished) in one
+-- four-hour window of every 32 hours: once all of a partition's jobs have
+-- expired, queue_cleanup() empties it with TRUNCATE.
 CREATE TABLE queue_done (
     slot         smallint NOT NULL,
     queue_id     integer NOT NULL,
@@ -106,7 +108,8 @@ CREATE TABLE queue_done_6 PARTITION OF queue_done FOR VALUES IN (6);
 CREATE TABLE queue_done_7 PARTITION OF queue_done FOR VALUES IN (7);
 
 CREATE INDEX queue_done_id ON queue_done (id);
-CREATE INDEX queue_done_expires ON queue_done (expires_at);
+-- What cleanup and purge look for: a queue's jobs, oldest first.
+CREATE INDEX queue_done_queue ON queue_done (queue_id, finished_at);
 
 -- Failed jobs (dead letters): kept until retried or purged.
 CREATE TABLE queue_dead (
@@ -125,6 +128,39 @@ CREATE TABLE queue_dead (
 );
 CREATE INDEX queue_dead_queue ON queue_dead (queue_id, id);
 
+-- How many jobs each queue has seen end which way, for queue_stats, without
+-- counting history and without one row that every enqueue would update.
+-- Every statement that moves jobs appends its deltas to queue_tallies (a
+-- table nobody updates, so concurrent writers never wait for each other);
+-- queue_cleanup() folds them into queue_counters. The view adds both.
+--
+-- `slot` is the queue_done partition that the retained succeeded and
+-- cancelled counts refer to, so that emptying a partition can zero them;
+-- -1 for deltas that concern no partition. The *_total columns only grow;
+-- succeeded, cancelled and failed are the jobs retained now.
+CREATE TABLE queue_counters (
+    queue_id        integer NOT NULL,
+    slot            smallint NOT NULL,
+    enqueued_total  bigint NOT NULL DEFAULT 0,
+    succeeded_total bigint NOT NULL DEFAULT 0,
+    failed_total    bigint NOT NULL DEFAULT 0,
+    succeeded       bigint NOT NULL DEFAULT 0,
+    cancelled       bigint NOT NULL DEFAULT 0,
+    failed          bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue_id, slot)
+);
+
+CREATE TABLE queue_tallies (
+    queue_id        integer NOT NULL,
+    slot            smallint NOT NULL DEFAULT -1,
+    enqueued_total  bigint NOT NULL DEFAULT 0,
+    succeeded_total bigint NOT NULL DEFAULT 0,
+    failed_total    bigint NOT NULL DEFAULT 0,
+    succeeded       bigint NOT NULL DEFAULT 0,
+    cancelled       bigint NOT NULL DEFAULT 0,
+    failed          bigint NOT NULL DEFAULT 0
+) WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.02);
+
 -- pg_dump of a tenant database keeps its queues and jobs.
 SELECT pg_catalog.pg_extension_config_dump('queue_queues', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_queue_id_seq', '');
@@ -141,6 +177,8 @@ SELECT pg_catalog.pg_extension_config_dump('queue_done_5', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_done_6', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_done_7', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_dead', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_counters', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_tallies', '');
 
 -- The partition of queue_done that a job expiring at `expires` goes to: one
 -- four-hour window of every 32 hours, so that each partition empties soon

@@ -29,3 +29,68 @@ BEGIN
     RETURN QUERY SELECT * FROM queue_jobs j WHERE j.id = queue_job.id;
 END
 $$;
+
+-- One row per queue, also for an empty one. Unfinished jobs are counted
+-- (queue_live holds nothing else); finished ones come from the counters,
+-- so the cost does not grow with the history retained.
+CREATE VIEW queue_stats AS
+SELECT q.name AS queue,
+       q.paused,
+       NULL::text AS sender,
+       coalesce(l.pending, 0) AS pending,
+       coalesce(l.scheduled, 0) AS scheduled,
+       coalesce(l.processing, 0) AS processing,
+       coalesce(c.succeeded, 0) AS succeeded,
+       coalesce(c.failed, 0) AS failed,
+       coalesce(c.cancelled, 0) AS cancelled,
+       CASE WHEN l.oldest_due IS NOT NULL
+            THEN greatest(now() - l.oldest_due, interval '0') END AS oldest_due_age,
+       coalesce(c.enqueued_total, 0) AS enqueued_total,
+       coalesce(c.succeeded_total, 0) AS succeeded_total,
+       coalesce(c.failed_total, 0) AS failed_total
+  FROM queue_queues q
+  LEFT JOIN (
+        SELECT queue_id,
+               count(*) FILTER (WHERE state = 'ready'
+                                   OR (state = 'scheduled' AND run_at <= now())) AS pending,
+               count(*) FILTER (WHERE state = 'scheduled' AND run_at > now()) AS scheduled,
+               count(*) FILTER (WHERE state = 'processing') AS processing,
+               min(run_at) FILTER (WHERE state = 'ready'
+                                      OR (state = 'scheduled' AND run_at <= now())) AS oldest_due
+          FROM queue_live
+         GROUP BY queue_id) l ON l.queue_id = q.id
+  LEFT JOIN (
+        SELECT queue_id,
+               sum(enqueued_total)::bigint AS enqueued_total,
+               sum(succeeded_total)::bigint AS succeeded_total,
+               sum(failed_total)::bigint AS failed_total,
+               sum(succeeded)::bigint AS succeeded,
+               sum(cancelled)::bigint AS cancelled,
+               sum(failed)::bigint AS failed
+          FROM (SELECT queue_id, enqueued_total, succeeded_total, failed_total, succeeded,
+                       cancelled, failed
+                  FROM queue_counters
+                UNION ALL
+                SELECT queue_id, enqueued_total, succeeded_total, failed_total, succeeded,
+                       cancelled, failed
+                  FROM queue_tallies) t
+         GROUP BY queue_id) c ON c.queue_id = q.id
+ ORDER BY q.name;
+
+-- The dead letters: failed jobs, kept until retried or purged.
+CREATE VIEW queue_failed AS
+SELECT d.id, q.name AS queue, d.payload, d.attempts, d.last_error, d.finished_at
+  FROM queue_dead d JOIN queue_queues q ON q.id = d.queue_id;
+
+-- The background workers of the cluster. The worker is not built yet, so
+-- there is none to show; the columns are those it will fill.
+CREATE VIEW queue_workers AS
+SELECT NULL::integer AS pid,
+       NULL::text AS database,
+       NULL::text AS state,
+       NULL::timestamptz AS started_at,
+       NULL::timestamptz AS last_active_at,
+       NULL::bigint AS jobs_delivered,
+       NULL::bigint AS jobs_failed,
+       NULL::text AS last_error
+ WHERE false;

@@ -71,12 +71,7 @@ impl Queue {
     /// the end of the transaction, so that a queue is never dropped under a
     /// job being added to it. A lock, not a row: enqueues write no shared row.
     pub fn lock(&self, exclusive: bool) {
-        let mode = if exclusive {
-            pg_sys::AccessExclusiveLock
-        } else {
-            pg_sys::AccessShareLock
-        };
-        lock_object(Oid::from(self.id as u32), QUEUE_LOCK, mode);
+        lock_queue(self.id, exclusive);
     }
 
     /// Taken by an enqueue with a dedup key until the end of the transaction:
@@ -84,11 +79,26 @@ impl Queue {
     /// the first. Keys share a lock when their hashes collide, which only
     /// makes them wait for each other.
     pub fn lock_dedup_key(&self, key: &str) {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        (self.id, key).hash(&mut hasher);
-        let hash = hasher.finish() as u32;
-        lock_object(Oid::from(hash), DEDUP_LOCK, pg_sys::ExclusiveLock);
+        lock_dedup_key(self.id, key);
     }
+}
+
+/// `Queue::lock` for a queue known by id only.
+pub fn lock_queue(id: i32, exclusive: bool) {
+    let mode = if exclusive {
+        pg_sys::AccessExclusiveLock
+    } else {
+        pg_sys::AccessShareLock
+    };
+    lock_object(Oid::from(id as u32), QUEUE_LOCK, mode);
+}
+
+/// `Queue::lock_dedup_key` for a queue known by id only.
+pub fn lock_dedup_key(queue_id: i32, key: &str) {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (queue_id, key).hash(&mut hasher);
+    let hash = hasher.finish() as u32;
+    lock_object(Oid::from(hash), DEDUP_LOCK, pg_sys::ExclusiveLock);
 }
 
 /// The locks of the API are object locks of class `queue_queues`, a name

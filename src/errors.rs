@@ -29,6 +29,9 @@ pub enum QueueError {
     UnknownBackoff {
         word: String,
     },
+    UnknownStatus {
+        word: String,
+    },
     NotAnObject {
         argument: &'static str,
         value: String,
@@ -69,6 +72,7 @@ impl QueueError {
             QueueError::InvalidName { .. }
             | QueueError::OutOfRange { .. }
             | QueueError::UnknownBackoff { .. }
+            | QueueError::UnknownStatus { .. }
             | QueueError::NotAnObject { .. }
             | QueueError::NotOneDimensional { .. }
             | QueueError::ArrayLengthMismatch { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
@@ -98,6 +102,10 @@ impl QueueError {
             QueueError::UnknownBackoff { word } => format!(
                 "unknown backoff \"{word}\": must be {}",
                 crate::policy::Backoff::WORDS
+            ),
+            QueueError::UnknownStatus { word } => format!(
+                "unknown status \"{word}\": must be one of {}",
+                crate::rules::STATUSES.join(", ")
             ),
             QueueError::NotAnObject { argument, value } => {
                 format!("{argument} must be a JSON object, got {value}")

@@ -11,6 +11,10 @@ macro_rules! statements {
             sql: include_str!(concat!("../sql/queries/", $file)),
             args: &[$(BuiltIn($arg)),*],
         };)*
+
+        /// Every statement, for the test that prepares them all.
+        #[cfg(any(test, feature = "pg_test"))]
+        pub const ALL: &[&Statement] = &[$(&$name),*];
     };
 }
 
@@ -21,6 +25,8 @@ statements! {
     ALTER_QUEUE = "alter_queue.sql" (INT4OID, INT4OID, TEXTOID, INTERVALOID, INTERVALOID,
         INTERVALOID, INTERVALOID);
     DROP_QUEUE = "drop_queue.sql" (INT4OID, BOOLOID);
+    SET_PAUSED = "set_paused.sql" (INT4OID, BOOLOID);
+    PURGE = "purge.sql" (INT4OID, TEXTOID);
 
     ENQUEUE = "enqueue.sql" (INT4OID, JSONBOID, JSONBOID, INT4OID, TIMESTAMPTZOID, TEXTOID,
         TEXTOID, TIMESTAMPTZOID);
@@ -32,9 +38,12 @@ statements! {
     RESCUE = "rescue.sql" (INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID);
     CLAIM = "claim.sql" (INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID);
     LEASED = "leased.sql" (INT8ARRAYOID, UUIDARRAYOID);
-    COMPLETE = "complete.sql" (INT8ARRAYOID, TIMESTAMPTZOID);
+    FINISH = "finish.sql" (INT8ARRAYOID, TIMESTAMPTZOID, TEXTOID);
     FAIL_LOCK = "fail_lock.sql" (INT8OID, UUIDOID);
     FAIL_RETRY = "fail_retry.sql" (INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID);
     BURY = "bury.sql" (INT8ARRAYOID, TIMESTAMPTZOID, TEXTOID);
     EXTEND = "extend.sql" (INT8OID, UUIDOID, TIMESTAMPTZOID);
+
+    RETRY_FIND = "retry_find.sql" (INT8OID);
+    RETRY = "retry.sql" (INT8OID, TIMESTAMPTZOID);
 }

@@ -82,6 +82,19 @@ pub fn check_max_jobs(value: i32) -> Result<usize, QueueError> {
     }
 }
 
+/// The status words of a job, as `queue_jobs` shows them.
+pub const STATUSES: [&str; 5] = ["pending", "processing", "succeeded", "failed", "cancelled"];
+
+pub fn check_status(word: &str) -> Result<&str, QueueError> {
+    if STATUSES.contains(&word) {
+        Ok(word)
+    } else {
+        Err(QueueError::UnknownStatus {
+            word: word.to_string(),
+        })
+    }
+}
+
 pub fn check_batch_len(argument: &'static str, len: usize) -> Result<(), QueueError> {
     if len <= MAX_BATCH {
         Ok(())
@@ -159,6 +172,19 @@ mod tests {
             e.unwrap_err().message(),
             "delay must be at least 0, got -00:00:01"
         );
+    }
+
+    #[test]
+    fn status_words_are_checked() {
+        for word in STATUSES {
+            assert_eq!(check_status(word), Ok(word));
+        }
+        assert_eq!(
+            check_status("done").unwrap_err().message(),
+            "unknown status \"done\": must be one of pending, processing, succeeded, failed, \
+             cancelled"
+        );
+        assert!(check_status("Pending").is_err());
     }
 
     #[test]

@@ -20,26 +20,8 @@ mod tests {
 
     #[pg_test]
     fn every_statement_prepares() {
-        let all = [
-            &queries::FIND_QUEUE,
-            &queries::CREATE_QUEUE,
-            &queries::ALTER_QUEUE,
-            &queries::DROP_QUEUE,
-            &queries::ENQUEUE,
-            &queries::ENQUEUE_BATCH,
-            &queries::DEDUP_FIND,
-            &queries::PROMOTE,
-            &queries::RESCUE,
-            &queries::CLAIM,
-            &queries::LEASED,
-            &queries::COMPLETE,
-            &queries::FAIL_LOCK,
-            &queries::FAIL_RETRY,
-            &queries::BURY,
-            &queries::EXTEND,
-        ];
         Spi::connect(|client| {
-            for stmt in all {
+            for stmt in queries::ALL {
                 let prepared = client.prepare_mut(stmt.sql, stmt.args);
                 assert!(prepared.is_ok(), "cannot prepare {}", stmt.sql);
             }
@@ -239,9 +221,9 @@ mod tests {
             10,
         );
         assert_index_driven(
-            &queries::COMPLETE,
-            "bigint[], timestamptz",
-            &format!("{batch}, now()"),
+            &queries::FINISH,
+            "bigint[], timestamptz, text",
+            &format!("{batch}, now(), 'succeeded'"),
             10,
         );
         assert_index_driven(

@@ -43,9 +43,60 @@ SELECT queue_alter('r.alice', max_attempts => 3);
 RESET ROLE;
 SELECT max_attempts FROM queue_queues WHERE name = 'r.alice';
 
--- pg_monitor reads the view
+-- pausing, resuming and purging are for the owner too
+SET ROLE queue_bob;
+SELECT queue_pause('r.alice');
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_resume('r.alice');
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_purge('r.alice');
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_purge('r.alice', 'failed');
+\echo :LAST_ERROR_SQLSTATE
+-- while repairing a job is open to all, like producing and consuming
+SELECT queue_enqueue('r.alice', '{"to": "cancel"}') AS c \gset
+SELECT queue_cancel(:c) AS cancelled, queue_retry(:c) AS retried;
+-- the views are for monitoring roles, and the upkeep for the owner
+SELECT count(*) FROM queue_stats;
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM queue_failed;
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM queue_workers;
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_cleanup();
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_expire(1);
+\echo :LAST_ERROR_SQLSTATE
+-- and no one forges a counter
+INSERT INTO queue_tallies (queue_id, enqueued_total) VALUES (1, 1000);
+\echo :LAST_ERROR_SQLSTATE
+UPDATE queue_counters SET enqueued_total = 0;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT paused FROM queue_queues WHERE name = 'r.alice';
+SELECT status, count(*) FROM queue_jobs WHERE queue = 'r.alice' GROUP BY 1 ORDER BY 1;
+
+-- the owner, no superuser, pauses, resumes and purges her queue
+SET ROLE queue_alice;
+SELECT queue_pause('r.alice');
+SELECT count(*) FROM queue_claim('r.alice');
+SELECT queue_resume('r.alice');
+SELECT queue_purge('r.alice', 'succeeded') AS purged;
+RESET ROLE;
+SELECT status, count(*) FROM queue_jobs WHERE queue = 'r.alice' GROUP BY 1 ORDER BY 1;
+-- and so does a member of her role
+SET ROLE queue_carol;
+SELECT queue_pause('r.alice');
+SELECT queue_resume('r.alice');
+SELECT queue_purge('r.alice', 'failed') AS purged;
+RESET ROLE;
+
+-- pg_monitor reads the views
 SET ROLE queue_dba;
 SELECT count(*) > 0 AS readable FROM queue_jobs;
+SELECT count(*) > 0 AS readable FROM queue_stats;
+SELECT count(*) >= 0 AS readable FROM queue_failed;
+SELECT count(*) >= 0 AS readable FROM queue_workers;
 RESET ROLE;
 
 -- functions found first on the caller's search_path are never used

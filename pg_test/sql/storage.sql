@@ -34,7 +34,7 @@ SELECT array_agg(id) AS ids, array_agg(lease) AS leases
 SELECT count(*) FROM queue_complete_batch(:'brief_ids', :'brief_leases');
 SELECT status, count(*) FROM queue_jobs WHERE queue = 's.brief' GROUP BY 1;
 SELECT count(*) AS kept_elsewhere FROM queue_jobs WHERE status = 'succeeded' AND queue <> 's.brief' \gset
-SELECT done_emptied > 0 AS emptied FROM queue_maintain();
+SELECT cleaned AS removed FROM queue_maintain();
 SELECT count(*) FROM queue_jobs WHERE queue = 's.brief';
 -- jobs still within their retention stay
 SELECT count(*) = :kept_elsewhere AS others_kept FROM queue_jobs WHERE status = 'succeeded';

@@ -2,9 +2,13 @@
 -- (or the one they have, when $3 is NULL).
 WITH gone AS (
     DELETE FROM queue_live WHERE id = ANY ($1) RETURNING *
+), dead AS (
+    INSERT INTO queue_dead (id, queue_id, priority, attempts, run_at, enqueued_at, finished_at,
+                            worker, dedup_key, last_error, headers, payload)
+    SELECT id, queue_id, priority, attempts, run_at, enqueued_at, $2, worker, dedup_key,
+           coalesce($3, last_error), headers, payload
+      FROM gone
+    RETURNING queue_id
 )
-INSERT INTO queue_dead (id, queue_id, priority, attempts, run_at, enqueued_at, finished_at,
-                        worker, dedup_key, last_error, headers, payload)
-SELECT id, queue_id, priority, attempts, run_at, enqueued_at, $2, worker, dedup_key,
-       coalesce($3, last_error), headers, payload
-  FROM gone
+INSERT INTO queue_tallies (queue_id, failed_total, failed)
+SELECT queue_id, count(*), count(*) FROM dead GROUP BY queue_id

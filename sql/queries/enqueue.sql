@@ -1,8 +1,15 @@
 -- $1 queue id, $2 payload, $3 headers, $4 priority, $5 run_at, $6 state
 -- ('ready' or 'scheduled'), $7 dedup_key, $8 now. No row: the queue is gone.
-INSERT INTO queue_live
-       (slot, queue_id, priority, id, run_at, enqueued_at, state, dedup_key, headers, payload)
-SELECT (g.last_value % 2)::smallint, q.id, $4, nextval('queue_job_id_seq'), $5, $8, $6, $7, $3, $2
-  FROM queue_queues q, queue_live_generation g
- WHERE q.id = $1
-RETURNING id
+WITH job AS (
+    INSERT INTO queue_live
+           (slot, queue_id, priority, id, run_at, enqueued_at, state, dedup_key, headers, payload)
+    SELECT (g.last_value % 2)::smallint, q.id, $4, nextval('queue_job_id_seq'), $5, $8, $6, $7,
+           $3, $2
+      FROM queue_queues q, queue_live_generation g
+     WHERE q.id = $1
+    RETURNING id, queue_id
+), tally AS (
+    INSERT INTO queue_tallies (queue_id, enqueued_total)
+    SELECT queue_id, count(*) FROM job GROUP BY queue_id
+)
+SELECT id FROM job

@@ -163,7 +163,11 @@ fn complete(ids: Vec<i64>, leases: Vec<Uuid>) -> Vec<i64> {
         if held.is_empty() {
             return held;
         }
-        let rows = db::run(client, &queries::COMPLETE, &[held.into(), now.into()]);
+        let rows = db::run(
+            client,
+            &queries::FINISH,
+            &[held.into(), now.into(), "succeeded".into()],
+        );
         let mut done: Vec<i64> = rows
             .into_iter()
             .filter_map(|r| r.get::<i64>(1).ok().flatten())

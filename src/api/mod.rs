@@ -4,6 +4,7 @@
 mod consume;
 mod produce;
 mod queues;
+mod repair;
 
 use pgrx::datum::Interval;
 

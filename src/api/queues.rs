@@ -1,4 +1,4 @@
-//! Creating, altering and dropping queues.
+//! Creating, altering, pausing, purging and dropping queues.
 
 use pgrx::datum::{DatumWithOid, Interval};
 use pgrx::prelude::*;
@@ -9,6 +9,21 @@ use crate::db;
 use crate::errors::{required, OrRaise, QueueError};
 use crate::queries;
 use crate::rules::{self, at_least_zero, positive};
+
+/// Runs `f` on the queue named `name`, which the calling role must own to
+/// `action` it.
+fn with_owned_queue<R>(
+    name: &str,
+    action: &'static str,
+    f: impl FnOnce(&mut pgrx::spi::SpiClient<'_>, catalog::Queue) -> R,
+) -> R {
+    let caller = db::calling_role();
+    db::with_tables(|client| {
+        let queue = catalog::require(client, name).or_raise();
+        queue.check_owner(caller, action).or_raise();
+        f(client, queue)
+    })
+}
 
 /// The policy options of a queue, each checked against its range. `None`
 /// means "not given" (only `queue_alter` allows that).
@@ -110,10 +125,7 @@ fn queue_alter(
     };
     rules::check_name(name).or_raise();
     options.check().or_raise();
-    let caller = db::calling_role();
-    db::with_tables(|client| {
-        let queue = catalog::require(client, name).or_raise();
-        queue.check_owner(caller, "alter").or_raise();
+    with_owned_queue(name, "alter", |client, queue| {
         let mut args = vec![queue.id.into()];
         args.extend(options.args());
         db::run(client, &queries::ALTER_QUEUE, &args);
@@ -148,5 +160,43 @@ fn queue_drop(queue: Option<&str>, force: default!(Option<bool>, false)) -> bool
             .raise();
         }
         dropped > 0
+    })
+}
+
+/// Pausing and resuming: a paused queue still takes jobs, but hands none out.
+fn set_paused(queue: Option<&str>, paused: bool) {
+    let name = required(queue, "queue");
+    rules::check_name(name).or_raise();
+    let action = if paused { "pause" } else { "resume" };
+    with_owned_queue(name, action, |client, queue| {
+        db::run(client, &queries::SET_PAUSED, &[queue.id.into(), paused.into()]);
+    })
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn queue_pause(queue: Option<&str>) {
+    set_paused(queue, true)
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn queue_resume(queue: Option<&str>) {
+    set_paused(queue, false)
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn queue_purge(queue: Option<&str>, status: default!(Option<&str>, "NULL")) -> i64 {
+    let name = required(queue, "queue");
+    rules::check_name(name).or_raise();
+    let status = status.map(|s| rules::check_status(s).or_raise());
+    with_owned_queue(name, "purge", |client, queue| {
+        db::run(client, &queries::PURGE, &[queue.id.into(), status.into()])
+            .first()
+            .get_one::<i64>()
+            .ok()
+            .flatten()
+            .unwrap_or(0)
     })
 }

@@ -1,0 +1,54 @@
+//! Repairing jobs by id: sending dead letters and cancelled jobs back to
+//! their queue, and cancelling unfinished ones.
+
+use pgrx::prelude::*;
+
+use crate::catalog;
+use crate::db;
+use crate::errors::required;
+use crate::queries;
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn queue_retry(id: Option<i64>) -> bool {
+    let id = required(id, "id");
+    let now = db::timestamp(db::now_us());
+    db::with_tables(|client| {
+        let found = db::run(client, &queries::RETRY_FIND, &[id.into()]);
+        let Some(row) = found.into_iter().next() else {
+            return false;
+        };
+        let queue_id: i32 = row.get(1).ok().flatten().expect("a queue id");
+        let key: Option<String> = row.get(2).ok().flatten();
+        // The same locks as an enqueue: the queue is not dropped meanwhile,
+        // and no other job with the key is enqueued meanwhile.
+        catalog::lock_queue(queue_id, false);
+        if let Some(key) = key {
+            catalog::lock_dedup_key(queue_id, &key);
+            let holder = db::run(
+                client,
+                &queries::DEDUP_FIND,
+                &[queue_id.into(), key.as_str().into()],
+            );
+            if holder.len() > 0 {
+                return false;
+            }
+        }
+        db::run(client, &queries::RETRY, &[id.into(), now.into()]).len() > 0
+    })
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn queue_cancel(id: Option<i64>) -> bool {
+    let id = required(id, "id");
+    let now = db::timestamp(db::now_us());
+    db::with_tables(|client| {
+        let ended = db::run(
+            client,
+            &queries::FINISH,
+            &[vec![id].into(), now.into(), "cancelled".into()],
+        );
+        ended.len() > 0
+    })
+}
