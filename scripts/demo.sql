@@ -39,3 +39,15 @@ SELECT id, attempt, payload->>'subject' AS subject, queue_complete(id, lease) AS
 \echo
 \echo '== 6. Where everything ended up'
 SELECT id, status, attempts, worker, last_error, payload->>'subject' AS subject FROM queue_jobs ORDER BY id;
+
+\echo
+\echo '== 7. What a DBA watches: one row per queue in queue_stats, and the dead letters in queue_failed'
+SELECT queue, paused, pending, scheduled, processing, succeeded, failed, enqueued_total, succeeded_total, failed_total
+  FROM queue_stats;
+SELECT id, queue, payload->>'to' AS "to", attempts, last_error FROM queue_failed;
+
+\echo
+\echo '== 8. Once the cause is fixed, the dead letter is retried: pending again with all its attempts, and it goes through'
+SELECT id, queue_retry(id) AS retried FROM queue_failed WHERE queue = 'emails';
+SELECT id, attempt, queue_complete(id, lease) AS completed FROM queue_claim('emails', 'worker-2');
+SELECT queue, pending, succeeded, failed, enqueued_total, succeeded_total, failed_total FROM queue_stats;

@@ -240,6 +240,38 @@ mod tests {
         );
     }
 
+    /// queue_stats reads the unfinished jobs and the counters, never the
+    /// finished jobs: its cost does not grow with the history retained.
+    #[pg_test]
+    fn stats_never_read_finished_jobs() {
+        Spi::run("SELECT queue_create('t.stats', max_attempts => 1)").unwrap();
+        Spi::run("SELECT queue_enqueue_batch('t.stats', array_fill('{}'::jsonb, ARRAY[3]))")
+            .unwrap();
+        Spi::run("SELECT queue_complete(id, lease) FROM queue_claim('t.stats')").unwrap();
+        Spi::run("SELECT queue_fail(id, lease, 'x') FROM queue_claim('t.stats')").unwrap();
+        let plan: pgrx::datum::Json =
+            one("EXPLAIN (ANALYZE, COSTS OFF, FORMAT JSON) SELECT * FROM queue_stats");
+        let mut nodes = Vec::new();
+        plan_nodes(&plan.0[0]["Plan"], &mut nodes);
+        let relations: Vec<&str> = nodes
+            .iter()
+            .filter_map(|n| n["Relation Name"].as_str())
+            .collect();
+        assert!(relations.iter().any(|r| r.starts_with("queue_live")));
+        assert!(relations.contains(&"queue_counters"));
+        assert!(
+            !relations
+                .iter()
+                .any(|r| r.starts_with("queue_done") || *r == "queue_dead"),
+            "{relations:?}"
+        );
+        let figures: (Option<i64>, Option<i64>, Option<i64>) = Spi::get_three(
+            "SELECT pending, succeeded, failed FROM queue_stats WHERE queue = 't.stats'",
+        )
+        .unwrap();
+        assert_eq!(figures, (Some(1), Some(1), Some(1)));
+    }
+
     fn plan_nodes<'a>(node: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {
         out.push(node);
         for child in node["Plans"].as_array().into_iter().flatten() {

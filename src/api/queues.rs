@@ -169,7 +169,11 @@ fn set_paused(queue: Option<&str>, paused: bool) {
     rules::check_name(name).or_raise();
     let action = if paused { "pause" } else { "resume" };
     with_owned_queue(name, action, |client, queue| {
-        db::run(client, &queries::SET_PAUSED, &[queue.id.into(), paused.into()]);
+        db::run(
+            client,
+            &queries::SET_PAUSED,
+            &[queue.id.into(), paused.into()],
+        );
     })
 }
 

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The cost of `SELECT * FROM queue_stats` with 1,000,000 retained jobs: the
+# median of 21 runs, next to the median of the count(*) that a view over the
+# job history would have to run. Then the same after 100,000 single enqueues
+# (purged again) whose counter deltas are not folded yet, and after
+# queue_cleanup() folds them. Loading uses synchronous_commit = off; nothing measured waits for
+# the disk.
+#   bench/stats.sh      (needs `make install` first)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+BIN=$("$PG_CONFIG" --bindir)
+DIR=${QUEUE_BENCH_DIR:-/tmp/queue-stats-bench}
+PORT=${QUEUE_BENCH_PORT:-54333}
+RETAINED=${QUEUE_BENCH_RETAINED:-1000000}
+work=$(mktemp -d /tmp/queue-stats-scripts.XXXXXX)
+chmod 755 "$work"
+
+rm -rf "$DIR"
+scripts/cluster.sh start "$DIR" "$PORT"
+trap 'scripts/cluster.sh stop "$DIR"; rm -rf "$DIR" "$work"' EXIT
+sql() { PGOPTIONS="-c synchronous_commit=off" "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -U postgres -d postgres "$@"; }
+pgbench() {
+    (cd "$work" && PGOPTIONS="-c synchronous_commit=off" "$BIN/pgbench" -n \
+        -h "$DIR" -p "$PORT" -U postgres "$@" postgres >/dev/null)
+}
+median_ms() {  # the median latency of pgbench's log in $work
+    sort -n -k3 "$work"/lat* | awk '{ v[NR] = $3 } END { printf "%.2f", v[int((NR + 1) / 2)] / 1000 }'
+    rm -f "$work"/lat*
+}
+measure() {  # label
+    echo 'SELECT * FROM queue_stats;' > "$work/stats.sql"
+    echo "SELECT status, count(*) FROM queue_jobs WHERE queue = 'retained' GROUP BY status;" \
+        > "$work/count.sql"
+    pgbench -c 1 -t 21 -f stats.sql -l --log-prefix=lat
+    local stats; stats=$(median_ms)
+    pgbench -c 1 -t 21 -f count.sql -l --log-prefix=lat
+    local count; count=$(median_ms)
+    printf "| %s | %s | %s | %s |\n" "$1" "$stats" "$count" \
+        "$(awk -v a="$stats" -v b="$count" 'BEGIN { printf "%.0f", b / a }')"
+}
+
+sql -c "CREATE EXTENSION queue" \
+    -c "SELECT queue_create('retained', retention => '30 days')" \
+    -c "SELECT queue_create('other')" >/dev/null
+cat > "$work/load.sql" <<'SQL'
+SELECT count(*) FROM queue_enqueue_batch('retained', array_fill('{"n": 1}'::jsonb, ARRAY[10000]));
+SELECT count(*) FROM (SELECT array_agg(id) AS ids, array_agg(lease) AS leases
+                        FROM queue_claim('retained', max_jobs => 10000)) c,
+                     LATERAL queue_complete_batch(c.ids, c.leases);
+SQL
+pgbench -c 1 -t $((RETAINED / 10000)) -f load.sql
+sql -c "SELECT count(*) FROM queue_enqueue_batch('retained', array_fill('{}'::jsonb, ARRAY[10000]))" >/dev/null
+sql -c "SELECT queue_cleanup()" -c "VACUUM ANALYZE" >/dev/null
+
+echo "retained jobs: $(sql -c "SELECT succeeded FROM queue_stats WHERE queue = 'retained'") succeeded, $(sql -c "SELECT pending FROM queue_stats WHERE queue = 'retained'") pending"
+echo
+echo "| state | queue_stats median ms | count(*) over the jobs, median ms | ratio |"
+echo "|---|---|---|---|"
+measure "1M retained, counters folded"
+echo "SELECT queue_enqueue('other', '{}');" > "$work/one.sql"
+pgbench -c 1 -t 100000 -f one.sql
+# the jobs go again (a purge tallies nothing for unfinished jobs), so that
+# only the deltas differ from the first measurement
+sql -c "SELECT queue_purge('other')" -c "VACUUM ANALYZE queue_live" >/dev/null
+measure "+ 100,000 unfolded deltas (single enqueues)"
+sql -c "SELECT queue_cleanup()" >/dev/null
+measure "after queue_cleanup() folded them"

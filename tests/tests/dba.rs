@@ -1,0 +1,336 @@
+//! The DBA side under concurrency: pausing while consumers run, counters
+//! that stay exact while every kind of transition and cleanup run at once,
+//! cancellation racing completion, and retries racing each other.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use queue_client_tests::{ids, on_connections, one, Client, Cluster};
+
+fn enqueue(client: &mut Client, queue: &str, n: i32) -> Vec<i64> {
+    let rows = client
+        .query(
+            "SELECT * FROM queue_enqueue_batch($1,
+                (SELECT array_agg(jsonb_build_object('i', i)) FROM generate_series(1, $2) i))",
+            &[&queue, &n],
+        )
+        .unwrap();
+    ids(&rows)
+}
+
+fn claim(client: &mut Client, queue: &str, max_jobs: i32) -> Vec<(i64, String)> {
+    client
+        .query(
+            "SELECT id, lease::text FROM queue_claim($1, 'dba-test', $2, '1 hour')",
+            &[&queue, &max_jobs],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+fn complete(client: &mut Client, id: i64, lease: &str) -> bool {
+    one(
+        client,
+        "SELECT queue_complete($1, $2::text::uuid)",
+        &[&id, &lease],
+    )
+}
+
+/// Consumers claim in a tight loop; once queue_pause() has returned, no
+/// claim that starts afterwards gets a job, and after queue_resume() they
+/// get jobs again.
+#[test]
+fn pause_stops_claims_at_once_and_resume_restarts_them() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute("SELECT queue_create('paused')")
+        .unwrap();
+    for _ in 0..20 {
+        enqueue(&mut admin, "paused", 1000);
+    }
+    let paused_at: Mutex<Option<Instant>> = Mutex::new(None);
+    let stop = AtomicBool::new(false);
+    // each claim: (started after the pause returned, jobs received)
+    let consumer = |client: &mut Client| {
+        let mut claims = Vec::new();
+        while !stop.load(Ordering::SeqCst) {
+            let started = Instant::now();
+            let jobs = claim(client, "paused", 5);
+            let after_pause = paused_at.lock().unwrap().is_some_and(|at| started > at);
+            claims.push((after_pause, jobs.len()));
+            for (id, lease) in &jobs {
+                complete(client, *id, lease);
+            }
+        }
+        claims
+    };
+    let claims: Vec<(bool, usize)> = thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let mut client = cluster.connect();
+                s.spawn(move || consumer(&mut client))
+            })
+            .collect();
+        thread::sleep(Duration::from_millis(500));
+        admin.batch_execute("SELECT queue_pause('paused')").unwrap();
+        *paused_at.lock().unwrap() = Some(Instant::now());
+        thread::sleep(Duration::from_millis(500));
+        stop.store(true, Ordering::SeqCst);
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let before: usize = claims.iter().filter(|c| !c.0).map(|c| c.1).sum();
+    let after: Vec<usize> = claims.iter().filter(|c| c.0).map(|c| c.1).collect();
+    assert!(before > 0, "consumers claimed jobs before the pause");
+    assert!(!after.is_empty(), "consumers kept claiming after the pause");
+    assert!(
+        after.iter().all(|&n| n == 0),
+        "claims after the pause got jobs: {after:?}"
+    );
+    let pending: i64 = one(
+        &mut admin,
+        "SELECT pending FROM queue_stats WHERE queue = 'paused'",
+        &[],
+    );
+    assert!(pending > 0);
+    admin
+        .batch_execute("SELECT queue_resume('paused')")
+        .unwrap();
+    assert_eq!(claim(&mut cluster.connect(), "paused", 5).len(), 5);
+}
+
+/// Six connections enqueue, complete, fail (retried and for good), cancel,
+/// retry and purge at once, while another runs queue_cleanup() on a queue
+/// that retains nothing. Afterwards every figure of queue_stats matches the
+/// jobs that are there, and every _total matches what the clients saw.
+#[test]
+fn counters_stay_exact_under_concurrent_transitions_and_cleanup() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "SELECT queue_create('counted', max_attempts => 2, retry_delay => '0',
+                                 retention => '0')",
+        )
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let cleaner = {
+        let mut client = cluster.connect();
+        let stop = stop.clone();
+        thread::spawn(move || {
+            let mut removed = 0i64;
+            while !stop.load(Ordering::SeqCst) {
+                removed += one::<i64>(&mut client, "SELECT queue_cleanup()", &[]);
+                thread::sleep(Duration::from_millis(20));
+            }
+            removed
+        })
+    };
+    // (enqueued, succeeded, failed for good)
+    let seen = on_connections(&cluster, 6, |n, client| {
+        let (mut enqueued, mut succeeded, mut failed) = (0i64, 0i64, 0i64);
+        for round in 0..60 {
+            enqueued += enqueue(client, "counted", 20).len() as i64;
+            for (k, (id, lease)) in claim(client, "counted", 12).into_iter().enumerate() {
+                match (k + n + round) % 4 {
+                    0 | 1 => succeeded += complete(client, id, &lease) as i64,
+                    2 => {
+                        let status: Option<String> = one(
+                            client,
+                            "SELECT queue_fail($1, $2::text::uuid, 'transient')",
+                            &[&id, &lease],
+                        );
+                        failed += (status.as_deref() == Some("failed")) as i64;
+                    }
+                    _ => {
+                        let status: Option<String> = one(
+                            client,
+                            "SELECT queue_fail($1, $2::text::uuid, 'fatal', permanent => true)",
+                            &[&id, &lease],
+                        );
+                        failed += (status.as_deref() == Some("failed")) as i64;
+                    }
+                }
+            }
+            // cancel a pending job, retry a dead letter now and then
+            client
+                .batch_execute(
+                    "SELECT queue_cancel(id) FROM queue_jobs
+                      WHERE queue = 'counted' AND status = 'pending' ORDER BY id DESC LIMIT 1",
+                )
+                .unwrap();
+            if round % 5 == 0 {
+                client
+                    .batch_execute(
+                        "SELECT queue_retry(id) FROM queue_failed WHERE queue = 'counted' LIMIT 2",
+                    )
+                    .unwrap();
+            }
+        }
+        (enqueued, succeeded, failed)
+    });
+    // a purge of the dead letters, then everything that is left finishes
+    admin
+        .batch_execute("SELECT queue_purge('counted', 'failed')")
+        .unwrap();
+    stop.store(true, Ordering::SeqCst);
+    let removed = cleaner.join().unwrap();
+    assert!(removed > 0, "cleanup ran while the jobs moved");
+
+    let stats = |admin: &mut Client| -> Vec<i64> {
+        let row = admin
+            .query_one(
+                "SELECT pending, scheduled, processing, succeeded, failed, cancelled,
+                        enqueued_total, succeeded_total, failed_total
+                   FROM queue_stats WHERE queue = 'counted'",
+                &[],
+            )
+            .unwrap();
+        (0..9).map(|i| row.get(i)).collect()
+    };
+    let actual = |admin: &mut Client| -> Vec<i64> {
+        let row = admin
+            .query_one(
+                "SELECT count(*) FILTER (WHERE status = 'pending' AND run_at <= now()),
+                        count(*) FILTER (WHERE status = 'pending' AND run_at > now()),
+                        count(*) FILTER (WHERE status = 'processing'),
+                        count(*) FILTER (WHERE status = 'succeeded'),
+                        count(*) FILTER (WHERE status = 'failed'),
+                        count(*) FILTER (WHERE status = 'cancelled')
+                   FROM queue_jobs WHERE queue = 'counted'",
+                &[],
+            )
+            .unwrap();
+        (0..6).map(|i| row.get(i)).collect()
+    };
+    let (enqueued, succeeded, failed) = seen
+        .iter()
+        .fold((0, 0, 0), |a, s| (a.0 + s.0, a.1 + s.1, a.2 + s.2));
+    for fold in [false, true] {
+        if fold {
+            admin.batch_execute("SELECT queue_cleanup()").unwrap();
+        }
+        let (s, a) = (stats(&mut admin), actual(&mut admin));
+        assert_eq!(s[..6], a[..], "current counts (folded: {fold})");
+        assert_eq!(
+            s[6..],
+            [enqueued, succeeded, failed],
+            "totals (folded: {fold})"
+        );
+    }
+}
+
+/// Cancel and complete race for the same jobs: for each job exactly one of
+/// them wins, and the job ends the way the winner says.
+#[test]
+fn cancel_and_complete_race_with_one_winner() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin.batch_execute("SELECT queue_create('race')").unwrap();
+    enqueue(&mut admin, "race", 400);
+    let jobs = Arc::new(claim(&mut admin, "race", 400));
+    let barrier = Arc::new(Barrier::new(2));
+    let results = {
+        let (jobs, barrier) = (jobs.clone(), barrier.clone());
+        on_connections(&cluster, 2, move |n, client| {
+            barrier.wait();
+            jobs.iter()
+                .map(|(id, lease)| {
+                    if n == 0 {
+                        complete(client, *id, lease)
+                    } else {
+                        one::<bool>(client, "SELECT queue_cancel($1)", &[id])
+                    }
+                })
+                .collect::<Vec<bool>>()
+        })
+    };
+    let mut winners = HashMap::new();
+    for (k, (id, _)) in jobs.iter().enumerate() {
+        let (completed, cancelled) = (results[0][k], results[1][k]);
+        assert!(
+            completed != cancelled,
+            "job {id}: complete {completed}, cancel {cancelled}"
+        );
+        let status: String = one(&mut admin, "SELECT status FROM queue_job($1)", &[id]);
+        let expected = if completed { "succeeded" } else { "cancelled" };
+        assert_eq!(status, expected, "job {id}");
+        *winners.entry(expected).or_insert(0) += 1;
+    }
+    let row = admin
+        .query_one(
+            "SELECT succeeded, cancelled FROM queue_stats WHERE queue = 'race'",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(
+        row.get::<_, i64>(0),
+        winners.get("succeeded").copied().unwrap_or(0)
+    );
+    assert_eq!(
+        row.get::<_, i64>(1),
+        winners.get("cancelled").copied().unwrap_or(0)
+    );
+}
+
+/// Two connections retry the same dead letters at once: each goes back to
+/// its queue once, and only one of them is told it did.
+#[test]
+fn concurrent_retries_move_each_dead_letter_once() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute("SELECT queue_create('dead', max_attempts => 1)")
+        .unwrap();
+    enqueue(&mut admin, "dead", 300);
+    for (id, lease) in claim(&mut admin, "dead", 300) {
+        admin
+            .execute(
+                "SELECT queue_fail($1, $2::text::uuid, 'down')",
+                &[&id, &lease],
+            )
+            .unwrap();
+    }
+    let dead: Arc<Vec<i64>> = Arc::new(
+        admin
+            .query("SELECT id FROM queue_failed ORDER BY id", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect(),
+    );
+    assert_eq!(dead.len(), 300);
+    let barrier = Arc::new(Barrier::new(3));
+    let results = {
+        let (dead, barrier) = (dead.clone(), barrier.clone());
+        on_connections(&cluster, 3, move |_, client| {
+            barrier.wait();
+            dead.iter()
+                .map(|id| one::<bool>(client, "SELECT queue_retry($1)", &[id]))
+                .collect::<Vec<bool>>()
+        })
+    };
+    for (k, id) in dead.iter().enumerate() {
+        let told = results.iter().filter(|r| r[k]).count();
+        assert_eq!(told, 1, "job {id} was retried {told} times");
+    }
+    let row = admin
+        .query_one(
+            "SELECT pending, failed, enqueued_total, failed_total FROM queue_stats
+              WHERE queue = 'dead'",
+            &[],
+        )
+        .unwrap();
+    let figures: Vec<i64> = (0..4).map(|i| row.get(i)).collect();
+    assert_eq!(figures, [300, 0, 300, 300]);
+    let live: i64 = one(&mut admin, "SELECT count(*) FROM queue_live", &[]);
+    assert_eq!(live, 300);
+}
