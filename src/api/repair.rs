@@ -30,11 +30,11 @@ fn queue_retry(id: Option<i64>) -> bool {
                 &queries::DEDUP_FIND,
                 &[queue_id.into(), key.as_str().into()],
             );
-            if holder.len() > 0 {
+            if !holder.is_empty() {
                 return false;
             }
         }
-        db::run(client, &queries::RETRY, &[id.into(), now.into()]).len() > 0
+        !db::run(client, &queries::RETRY, &[id.into(), now.into()]).is_empty()
     })
 }
 
@@ -49,6 +49,6 @@ fn queue_cancel(id: Option<i64>) -> bool {
             &queries::FINISH,
             &[vec![id].into(), now.into(), "cancelled".into()],
         );
-        ended.len() > 0
+        !ended.is_empty()
     })
 }
