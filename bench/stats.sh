@@ -52,7 +52,7 @@ SELECT count(*) FROM (SELECT array_agg(id) AS ids, array_agg(lease) AS leases
 SQL
 pgbench -c 1 -t $((RETAINED / 10000)) -f load.sql
 sql -c "SELECT count(*) FROM queue_enqueue_batch('retained', array_fill('{}'::jsonb, ARRAY[10000]))" >/dev/null
-sql -c "SELECT queue_cleanup()" -c "VACUUM ANALYZE" >/dev/null
+sql -c "SELECT * FROM queue_maintain()" -c "VACUUM ANALYZE" >/dev/null
 
 echo "retained jobs: $(sql -c "SELECT succeeded FROM queue_stats WHERE queue = 'retained'") succeeded, $(sql -c "SELECT pending FROM queue_stats WHERE queue = 'retained'") pending"
 echo
@@ -65,5 +65,5 @@ pgbench -c 1 -t 100000 -f one.sql
 # only the deltas differ from the first measurement
 sql -c "SELECT queue_purge('other')" -c "VACUUM ANALYZE queue_live" >/dev/null
 measure "+ 100,000 unfolded deltas (single enqueues)"
-sql -c "SELECT queue_cleanup()" >/dev/null
-measure "after queue_cleanup() folded them"
+sql -c "SELECT * FROM queue_maintain()" >/dev/null
+measure "after queue_maintain() folded them"

@@ -158,7 +158,8 @@ SET search_path = pg_catalog, @extschema@, pg_temp
 RETURN queue_expire(10000);
 
 -- All of the upkeep in one call: rotates the ring of live partitions when
--- dead tuples have piled up in the current one (force: regardless), then
+-- dead tuples or empty pages have piled up in the current one (force:
+-- regardless), then
 -- runs queue_cleanup() once. It never waits long for a lock
 -- (lock_timeout) and skips what it cannot lock; run it again later.
 CREATE FUNCTION queue_maintain(force boolean DEFAULT false)
@@ -170,6 +171,7 @@ AS $$
 DECLARE
     current_slot integer;
     source regclass;
+    row_bytes numeric;
 BEGIN
     IF force IS NULL THEN
         RAISE EXCEPTION 'force must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -182,10 +184,19 @@ BEGIN
     -- copying those jobs to the other slot and truncating this one costs
     -- less than keeping it: claims stop wading through dead index entries,
     -- and the space comes back even if a snapshot pins the dead tuples.
+    --
+    -- Vacuum may have removed the dead tuples first and left the partition
+    -- mostly empty pages, which a sequential scan (queue_stats) still reads:
+    -- a partition over 8 MB and four times what its jobs need is rotated too.
     current_slot := (SELECT last_value % 2 FROM queue_live_generation);
     source := format('queue_live_%s', current_slot)::regclass;
-    IF force OR pg_stat_get_dead_tuples(source)
-                > greatest(5000, pg_stat_get_live_tuples(source)) THEN
+    EXECUTE format('SELECT avg(pg_column_size(s.*)) FROM (SELECT * FROM %s LIMIT 100) s', source)
+       INTO row_bytes;
+    IF force
+       OR pg_stat_get_dead_tuples(source) > greatest(5000, pg_stat_get_live_tuples(source))
+       OR pg_relation_size(source)
+          > greatest(8 * 1024 * 1024, 4 * pg_stat_get_live_tuples(source) * coalesce(row_bytes, 0))
+    THEN
         BEGIN
             EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', source);
             PERFORM nextval('queue_live_generation');

@@ -47,3 +47,24 @@ SELECT * FROM queue_maintain(force => true);
 ROLLBACK;
 SELECT * FROM queue_maintain(NULL);
 \echo :LAST_ERROR_SQLSTATE
+
+-- Vacuum may clear the dead tuples of a partition before maintenance sees
+-- them, and leave it mostly empty pages (a job at the end keeps them from
+-- being truncated): such a partition is rotated too.
+SELECT queue_create('s.pages');
+SELECT count(*) FROM (
+    SELECT queue_enqueue_batch('s.pages', array_fill(jsonb_build_object('pad', repeat('x', 200)), ARRAY[10000]))
+      FROM generate_series(1, 4)) s;
+SELECT queue_enqueue('s.pages', '{"tail": true}', delay => '1 hour') > 0 AS tail;
+SELECT format($$SELECT count(*) FROM (SELECT array_agg(id) AS ids, array_agg(lease) AS leases
+                                         FROM queue_claim('s.pages', max_jobs => 10000)) c,
+                                      LATERAL queue_complete_batch(c.ids, c.leases)$$)
+  FROM generate_series(1, 4) \gexec
+VACUUM queue_live;
+SELECT format('queue_live_%s', last_value % 2) AS current FROM queue_live_generation \gset
+SELECT pg_relation_size(:'current') > 8 * 1024 * 1024 AS mostly_empty_pages,
+       pg_stat_get_dead_tuples(:'current'::regclass) AS dead_tuples;
+SELECT live_rotated FROM queue_maintain();
+SELECT format('queue_live_%s', last_value % 2) AS current FROM queue_live_generation \gset
+SELECT pg_relation_size(:'current') < 1024 * 1024 AS compact;
+SELECT status, count(*) FROM queue_jobs WHERE queue = 's.pages' AND status <> 'succeeded' GROUP BY 1;
