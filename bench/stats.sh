@@ -37,8 +37,18 @@ measure() {  # label
     local stats; stats=$(median_ms)
     pgbench -c 1 -t 21 -f count.sql -l --log-prefix=lat
     local count; count=$(median_ms)
-    printf "| %s | %s | %s | %s |\n" "$1" "$stats" "$count" \
-        "$(awk -v a="$stats" -v b="$count" 'BEGIN { printf "%.0f", b / a }')"
+    printf "| %s | %s | %s | %s | %s |\n" "$1" \
+        "$(sql -c "SELECT pg_size_pretty(pg_relation_size('queue_live'::regclass)
+                                         + pg_relation_size('queue_live_0') + pg_relation_size('queue_live_1'))")" \
+        "$stats" "$count" "$(awk -v a="$stats" -v b="$count" 'BEGIN { printf "%.0f", b / a }')"
+}
+upkeep() {  # what the scheduled upkeep does; repeated, as it skips what it cannot lock
+    sql -c "VACUUM ANALYZE queue_live" >/dev/null
+    for _ in 1 2 3 4 5; do
+        [ "$(sql -c "SELECT live_rotated FROM queue_maintain()")" = t ] && break
+        sleep 1
+    done
+    sql -c "VACUUM ANALYZE" >/dev/null
 }
 
 sql -c "CREATE EXTENSION queue" \
@@ -52,12 +62,12 @@ SELECT count(*) FROM (SELECT array_agg(id) AS ids, array_agg(lease) AS leases
 SQL
 pgbench -c 1 -t $((RETAINED / 10000)) -f load.sql
 sql -c "SELECT count(*) FROM queue_enqueue_batch('retained', array_fill('{}'::jsonb, ARRAY[10000]))" >/dev/null
-sql -c "SELECT * FROM queue_maintain()" -c "VACUUM ANALYZE" >/dev/null
+upkeep
 
 echo "retained jobs: $(sql -c "SELECT succeeded FROM queue_stats WHERE queue = 'retained'") succeeded, $(sql -c "SELECT pending FROM queue_stats WHERE queue = 'retained'") pending"
 echo
-echo "| state | queue_stats median ms | count(*) over the jobs, median ms | ratio |"
-echo "|---|---|---|---|"
+echo "| state | unfinished-job partitions | queue_stats median ms | count(*) over the jobs, median ms | ratio |"
+echo "|---|---|---|---|---|"
 measure "1M retained, counters folded"
 echo "SELECT queue_enqueue('other', '{}');" > "$work/one.sql"
 pgbench -c 1 -t 100000 -f one.sql
@@ -65,5 +75,5 @@ pgbench -c 1 -t 100000 -f one.sql
 # only the deltas differ from the first measurement
 sql -c "SELECT queue_purge('other')" -c "VACUUM ANALYZE queue_live" >/dev/null
 measure "+ 100,000 unfolded deltas (single enqueues)"
-sql -c "SELECT * FROM queue_maintain()" >/dev/null
+upkeep
 measure "after queue_maintain() folded them"
