@@ -12,3 +12,10 @@ GRANT SELECT ON queue_jobs, queue_stats, queue_failed, queue_workers TO pg_monit
 REVOKE ALL ON FUNCTION queue_maintain(boolean), queue_cleanup(), queue_expire(bigint),
     queue_fold_tallies(),
     queue_done_expired(regclass, timestamptz), queue_check_read_committed(text) FROM PUBLIC;
+
+-- What the workers show of themselves is for monitoring roles (through
+-- queue_workers); registering a database is CREATE EXTENSION's business.
+-- (A view calls its functions with the reader's privileges.)
+REVOKE ALL ON FUNCTION queue_worker_status(), queue_wake_latencies(),
+    queue_register_database() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queue_worker_status() TO pg_monitor;

@@ -82,15 +82,10 @@ CREATE VIEW queue_failed AS
 SELECT d.id, q.name AS queue, d.payload, d.attempts, d.last_error, d.finished_at
   FROM queue_dead d JOIN queue_queues q ON q.id = d.queue_id;
 
--- The background workers of the cluster. The worker is not built yet, so
--- there is none to show; the columns are those it will fill.
+-- The background workers of the cluster, from shared memory (so every
+-- database sees all of them), and the databases waiting for a worker slot.
+-- Empty without the preload.
 CREATE VIEW queue_workers AS
-SELECT NULL::integer AS pid,
-       NULL::text AS database,
-       NULL::text AS state,
-       NULL::timestamptz AS started_at,
-       NULL::timestamptz AS last_active_at,
-       NULL::bigint AS jobs_delivered,
-       NULL::bigint AS jobs_failed,
-       NULL::text AS last_error
- WHERE false;
+SELECT pid, database, state, started_at, last_active_at, jobs_delivered, jobs_failed,
+       last_error
+  FROM queue_worker_status();

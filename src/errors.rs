@@ -168,6 +168,22 @@ impl QueueError {
     }
 }
 
+/// Says (WARNING, so that it shows even inside CREATE EXTENSION, which
+/// hides notices) that nothing will be pushed without the preload.
+pub fn warn_without_preload() {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        "the queue background worker is not running: jobs are only delivered to consumers \
+         that call queue_claim()",
+        "queue",
+    )
+    .set_hint(
+        "Add queue to shared_preload_libraries in postgresql.conf and restart the server \
+         for push delivery through senders.",
+    )
+    .report(PgLogLevel::WARNING);
+}
+
 /// Unwraps a value, or raises the error.
 pub trait OrRaise<T> {
     fn or_raise(self) -> T;

@@ -9,15 +9,35 @@ mod api;
 mod catalog;
 mod db;
 mod errors;
+mod gucs;
 mod jsonb;
 mod policy;
 mod queries;
 mod rules;
+mod worker;
 
 ::pgrx::pg_module_magic!(name, version);
 
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    if unsafe { pgrx::pg_sys::IsBinaryUpgrade } {
+        return;
+    }
+    gucs::init();
+    worker::init();
+}
+
 extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
-extension_sql_file!("../sql/views.sql", name = "views");
+extension_sql_file!(
+    "../sql/views.sql",
+    name = "views",
+    requires = [api::workers::queue_worker_status]
+);
+extension_sql!(
+    "SELECT queue_register_database();",
+    name = "register_database",
+    requires = [api::workers::queue_register_database, "views"]
+);
 extension_sql_file!("../sql/maintenance.sql", name = "maintenance");
 extension_sql_file!("../sql/grants.sql", name = "grants", finalize);
 

@@ -67,8 +67,20 @@ SELECT id = :j AS same_job, queue, payload, attempts, last_error, finished_at <=
 SELECT queue_retry(:j);
 SELECT count(*) FROM queue_failed WHERE queue = 'v.dead';
 
--- queue_workers: there is no background worker yet, so no row.
-SELECT count(*) FROM queue_workers;
+-- queue_workers: the worker of this database (the tests run with the
+-- library preloaded), started when the extension was created.
+DO $$
+BEGIN
+    FOR i IN 1..300 LOOP
+        EXIT WHEN EXISTS (SELECT FROM queue_workers
+                           WHERE database = current_database() AND state = 'idle');
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END
+$$;
+SELECT state, pid IS NOT NULL AS has_pid, started_at <= now() AS started,
+       last_active_at >= started_at AS active, jobs_delivered, jobs_failed, last_error
+  FROM queue_workers WHERE database = current_database();
 
 -- A dropped queue leaves no row, no counters and no jobs behind.
 SELECT queue_drop('v.dead', force => true);

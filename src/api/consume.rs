@@ -14,6 +14,7 @@ use crate::jsonb::Jsonb;
 use crate::policy::{add_delay, after_failure, Backoff, FailOutcome};
 use crate::queries;
 use crate::rules::{self, at_least_zero, positive};
+use crate::worker::wake;
 
 /// A claim first makes due scheduled jobs ready, at least this many at a
 /// time, so that priorities hold among everything that is due.
@@ -275,6 +276,7 @@ fn queue_fail(
                     &queries::FAIL_RETRY,
                     &[id.into(), run_at.into(), state.into(), error.into()],
                 );
+                wake::on_commit();
                 "pending"
             }
             FailOutcome::Dead => {

@@ -5,6 +5,7 @@ mod consume;
 mod produce;
 mod queues;
 mod repair;
+pub mod workers;
 
 use pgrx::datum::Interval;
 

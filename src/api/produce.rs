@@ -12,6 +12,7 @@ use crate::jsonb::{Jsonb, JsonbArray};
 use crate::policy::{add_delay, TIMESTAMP_END_US};
 use crate::queries;
 use crate::rules::{self, at_least_zero};
+use crate::worker::wake;
 
 /// When a new job falls due, and the state that says so. `run_at` wins over
 /// `delay`.
@@ -98,7 +99,9 @@ fn queue_enqueue(
             .into_iter()
             .filter_map(|r| r.get::<i64>(1).ok().flatten())
             .collect();
-        inserted(ids, name)[0]
+        let id = inserted(ids, name)[0];
+        wake::on_commit();
+        id
     })
 }
 
@@ -154,6 +157,7 @@ fn queue_enqueue_batch(
             .filter_map(|r| r.get::<i64>(1).ok().flatten())
             .collect();
         ids.sort_unstable();
+        wake::on_commit();
         inserted(ids, name)
     });
     SetOfIterator::new(ids)

@@ -9,6 +9,7 @@ use crate::db;
 use crate::errors::{required, OrRaise, QueueError};
 use crate::queries;
 use crate::rules::{self, at_least_zero, positive};
+use crate::worker::wake;
 
 /// Runs `f` on the queue named `name`, which the calling role must own to
 /// `action` it.
@@ -174,6 +175,9 @@ fn set_paused(queue: Option<&str>, paused: bool) {
             &queries::SET_PAUSED,
             &[queue.id.into(), paused.into()],
         );
+        if !paused {
+            wake::on_commit();
+        }
     })
 }
 

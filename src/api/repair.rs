@@ -7,6 +7,7 @@ use crate::catalog;
 use crate::db;
 use crate::errors::required;
 use crate::queries;
+use crate::worker::wake;
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
@@ -34,7 +35,11 @@ fn queue_retry(id: Option<i64>) -> bool {
                 return false;
             }
         }
-        !db::run(client, &queries::RETRY, &[id.into(), now.into()]).is_empty()
+        let retried = !db::run(client, &queries::RETRY, &[id.into(), now.into()]).is_empty();
+        if retried {
+            wake::on_commit();
+        }
+        retried
     })
 }
 

@@ -56,6 +56,12 @@ fn run(mut command: Command) {
 impl Cluster {
     /// A new cluster, started, with the extension created in database `DB`.
     pub fn start() -> Cluster {
+        Cluster::start_with(&[])
+    }
+
+    /// `start`, with lines added to postgresql.conf (later lines win, so
+    /// `shared_preload_libraries = ''` turns the preload off).
+    pub fn start_with(settings: &[&str]) -> Cluster {
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let bindir = Command::new(pg_config())
             .arg("--bindir")
@@ -93,6 +99,10 @@ impl Cluster {
         let path = cluster.data().join("postgresql.conf");
         let mut text = std::fs::read_to_string(&path).unwrap();
         text.push_str(&conf);
+        for line in settings {
+            text.push_str(line);
+            text.push('\n');
+        }
         std::fs::write(&path, text).unwrap();
         cluster.start_server();
         let mut admin = cluster.connect_to("postgres");
@@ -150,15 +160,21 @@ impl Cluster {
         self.connect_to(DB)
     }
 
+    /// How to connect to database `db` of this cluster.
+    pub fn config(&self, db: &str) -> postgres::Config {
+        let mut config = postgres::Config::new();
+        config
+            .host_path(&self.dir)
+            .port(PORT)
+            .user("postgres")
+            .dbname(db);
+        config
+    }
+
     pub fn connect_to(&self, db: &str) -> Client {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let result = postgres::Config::new()
-                .host_path(&self.dir)
-                .port(PORT)
-                .user("postgres")
-                .dbname(db)
-                .connect(NoTls);
+            let result = self.config(db).connect(NoTls);
             match result {
                 Ok(client) => return client,
                 Err(e) if Instant::now() < deadline => {

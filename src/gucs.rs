@@ -1,0 +1,105 @@
+//! Every setting of the extension, in one place. The prefix `queue.` is
+//! reserved, so a typo in postgresql.conf is reported instead of ignored.
+
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
+
+/// Whether the launcher starts workers at all. On by default: preloading
+/// the library is the opt-in. Off stops every worker within a poll interval.
+pub static ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
+
+/// How many databases are served at once. Each takes a background worker
+/// slot (`max_worker_processes`, shared with parallel query), so the default
+/// is small; databases beyond it wait their turn. Fixed at server start
+/// because the slots live in shared memory.
+pub static MAX_WORKERS: GucSetting<i32> = GucSetting::<i32>::new(4);
+
+/// Seconds a worker stays with nothing to do before it gives its slot back.
+/// Long enough that a steady trickle of jobs keeps its worker, short enough
+/// that idle tenants do not hold slots.
+pub static IDLE_EXIT_S: GucSetting<i32> = GucSetting::<i32>::new(60);
+
+/// Milliseconds between a worker's looks at its database when nothing
+/// wakes it. Only a fallback: commits wake the worker at once (a prepared
+/// transaction's COMMIT PREPARED does not).
+pub static POLL_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(5_000);
+
+/// Seconds between the launcher's scans of pg_database for new, dropped or
+/// copied databases. CREATE EXTENSION is noticed at once without it.
+pub static DATABASE_SCAN_S: GucSetting<i32> = GucSetting::<i32>::new(10);
+
+/// The most jobs a worker takes in one batch, whatever a sender asks for.
+pub static MAX_BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+
+/// The most worker slots `queue.max_workers` can ask for (shared memory is
+/// sized for this many).
+pub const WORKER_SLOTS: usize = 64;
+
+pub fn init() {
+    GucRegistry::define_bool_guc(
+        c"queue.enabled",
+        c"Whether background workers deliver jobs.",
+        c"Off: the launcher starts no worker and running workers exit; the SQL API works as before.",
+        &ENABLED,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    // A PGC_POSTMASTER setting can only be defined while preloading; a
+    // backend that loads the library later has no workers to size anyway.
+    if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
+        define_max_workers();
+    }
+    GucRegistry::define_int_guc(
+        c"queue.idle_exit",
+        c"How long a worker with nothing to do keeps its slot.",
+        c"",
+        &IDLE_EXIT_S,
+        1,
+        86_400,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"queue.poll_interval",
+        c"How often a worker looks at its database when no commit wakes it.",
+        c"",
+        &POLL_INTERVAL_MS,
+        10,
+        3_600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"queue.database_scan_interval",
+        c"How often the launcher looks for new, dropped or copied databases.",
+        c"",
+        &DATABASE_SCAN_S,
+        1,
+        86_400,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"queue.max_batch_size",
+        c"The most jobs a worker takes in one batch.",
+        c"Caps the batch_size of every sender.",
+        &MAX_BATCH_SIZE,
+        1,
+        10_000,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"queue".as_ptr()) };
+}
+
+fn define_max_workers() {
+    GucRegistry::define_int_guc(
+        c"queue.max_workers",
+        c"How many databases background workers serve at once.",
+        c"Databases with due work beyond this many wait for a slot (queue_workers shows them).",
+        &MAX_WORKERS,
+        1,
+        WORKER_SLOTS as i32,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+}

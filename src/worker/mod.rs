@@ -1,0 +1,42 @@
+//! Push delivery's machinery: a launcher per cluster and a worker per
+//! database with due work, sharing state in shared memory.
+//!
+//! - `shared`: the slots, the databases and the wake-up latencies
+//! - `launcher`: finds databases, starts and reaps workers
+//! - `serve`: the loop of one database's worker
+//! - `wake`: wake on commit
+//! - `hooks`: gets workers out of the way of DROP DATABASE and friends
+
+mod hooks;
+pub mod launcher;
+pub mod serve;
+pub mod shared;
+pub mod wake;
+
+use pgrx::pg_sys;
+
+/// Sets up shared memory, the utility hook and the launcher; only while
+/// the library is being preloaded.
+pub fn init() {
+    if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        return;
+    }
+    shared::init();
+    hooks::install();
+    launcher::register();
+}
+
+/// The name pg_stat_activity shows as application_name (backend_type is
+/// the background worker's type).
+fn name_this_process(name: &str) {
+    let name = std::ffi::CString::new(name).expect("a name without NUL");
+    unsafe {
+        pg_sys::SetConfigOption(
+            c"application_name".as_ptr(),
+            name.as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+        );
+        pg_sys::pgstat_report_appname(name.as_ptr());
+    }
+}

@@ -1,0 +1,373 @@
+//! The launcher and the per-database workers, on clusters with the library
+//! preloaded: discovery, more databases than slots, wake on commit, DROP
+//! DATABASE, CREATE DATABASE ... TEMPLATE, DROP EXTENSION, reloads, a
+//! killed worker, and the pull API without the preload. Deadlines are
+//! generous (30 s); nothing here asserts a timing.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use queue_client_tests::{one, Client, Cluster, NoTls, DB};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Waits until `f` holds, or fails the test after DEADLINE.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        sleep(Duration::from_millis(50));
+    }
+}
+
+/// Checks that `f` holds for a while.
+fn stays(what: &str, duration: Duration, mut f: impl FnMut() -> bool) {
+    let until = Instant::now() + duration;
+    while Instant::now() < until {
+        assert!(f(), "{what}");
+        sleep(Duration::from_millis(50));
+    }
+}
+
+/// (pid, database, state) of every row of queue_workers.
+fn workers(client: &mut Client) -> Vec<(Option<i32>, Option<String>, String)> {
+    client
+        .query("SELECT pid, database, state FROM queue_workers", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
+/// The pid of `database`'s worker, if one runs.
+fn worker_of(client: &mut Client, database: &str) -> Option<i32> {
+    workers(client)
+        .into_iter()
+        .find(|w| w.0.is_some() && w.1.as_deref() == Some(database))
+        .and_then(|w| w.0)
+}
+
+/// A new database with the extension, a queue and a job in it.
+fn served_database(cluster: &Cluster, name: &str) {
+    cluster
+        .connect_to("postgres")
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .unwrap();
+    cluster
+        .connect_to(name)
+        .batch_execute(
+            "CREATE EXTENSION queue;
+             SELECT queue_create('jobs');
+             SELECT queue_enqueue('jobs', '{}');",
+        )
+        .unwrap();
+}
+
+fn wakes(client: &mut Client) -> i64 {
+    one(client, "SELECT count(*) FROM queue_wake_latencies()", &[])
+}
+
+#[test]
+fn the_launcher_finds_databases_and_workers_name_themselves() {
+    let cluster = Cluster::start();
+    let mut main = cluster.connect();
+    eventually("the worker of the first database", || {
+        worker_of(&mut main, DB).is_some()
+    });
+    served_database(&cluster, "tenant_new");
+    eventually(
+        "a worker for a database that just got the extension",
+        || worker_of(&mut main, "tenant_new").is_some(),
+    );
+    let named: i64 = one(
+        &mut main,
+        "SELECT count(*) FROM pg_stat_activity
+          WHERE backend_type = 'queue worker' AND application_name = 'queue worker'
+            AND datname = 'tenant_new'",
+        &[],
+    );
+    assert_eq!(named, 1);
+    let launchers: i64 = one(
+        &mut main,
+        "SELECT count(*) FROM pg_stat_activity
+          WHERE backend_type = 'queue launcher' AND application_name = 'queue launcher'",
+        &[],
+    );
+    assert_eq!(launchers, 1);
+
+    // a database that takes no connections, or a template, is not served
+    served_database(&cluster, "tenant_closed");
+    served_database(&cluster, "tenant_template");
+    eventually("workers for both", || {
+        worker_of(&mut main, "tenant_closed").is_some()
+            && worker_of(&mut main, "tenant_template").is_some()
+    });
+    let mut admin = cluster.connect_to("postgres");
+    admin
+        .batch_execute(
+            "ALTER DATABASE tenant_closed WITH ALLOW_CONNECTIONS false;
+             ALTER DATABASE tenant_template WITH IS_TEMPLATE true ALLOW_CONNECTIONS false;",
+        )
+        .unwrap();
+    eventually("their workers to go", || {
+        worker_of(&mut main, "tenant_closed").is_none()
+            && worker_of(&mut main, "tenant_template").is_none()
+    });
+    stays("no worker comes back", Duration::from_secs(3), || {
+        workers(&mut main)
+            .iter()
+            .all(|w| !matches!(w.1.as_deref(), Some("tenant_closed" | "tenant_template")))
+    });
+}
+
+#[test]
+fn more_databases_than_slots_are_served_in_turn() {
+    let cluster = Cluster::start_with(&["queue.max_workers = 1", "queue.idle_exit = 1"]);
+    let names = ["tenant_a", "tenant_b", "tenant_c"];
+    for name in names {
+        served_database(&cluster, name);
+    }
+    // each commit asks for a worker again
+    for name in names {
+        cluster
+            .connect_to(name)
+            .batch_execute("SELECT queue_enqueue('jobs', '{}')")
+            .unwrap();
+    }
+    let mut main = cluster.connect();
+    let mut served = HashSet::new();
+    let mut waited = HashSet::new();
+    eventually("every database served in turn", || {
+        let rows = workers(&mut main);
+        let running = rows.iter().filter(|w| w.0.is_some()).count();
+        assert!(running <= 1, "more workers than slots: {rows:?}");
+        for (pid, database, state) in rows {
+            let database = database.unwrap_or_default();
+            match pid {
+                Some(_) => served.insert(database),
+                None => {
+                    assert_eq!(state, "waiting for slot");
+                    waited.insert(database)
+                }
+            };
+        }
+        names.iter().all(|n| served.contains(*n))
+    });
+    assert!(
+        !waited.is_empty(),
+        "no database was seen waiting for a slot"
+    );
+}
+
+#[test]
+fn a_commit_wakes_the_worker_once_and_a_rollback_never() {
+    let cluster = Cluster::start();
+    let mut main = cluster.connect();
+    main.batch_execute("SELECT queue_create('w')").unwrap();
+    eventually("the worker", || worker_of(&mut main, DB).is_some());
+    let before = wakes(&mut main);
+
+    main.batch_execute("SELECT queue_enqueue('w', '{}')")
+        .unwrap();
+    eventually("a wake-up for the commit", || {
+        wakes(&mut main) == before + 1
+    });
+
+    let mut producer = cluster.connect();
+    let mut tx = producer.transaction().unwrap();
+    for _ in 0..3 {
+        tx.execute("SELECT queue_enqueue('w', '{}')", &[]).unwrap();
+    }
+    stays(
+        "no wake-up before the commit",
+        Duration::from_millis(500),
+        || wakes(&mut main) == before + 1,
+    );
+    tx.commit().unwrap();
+    eventually("one wake-up for the transaction", || {
+        wakes(&mut main) == before + 2
+    });
+    stays("only one", Duration::from_millis(500), || {
+        wakes(&mut main) == before + 2
+    });
+
+    let mut tx = producer.transaction().unwrap();
+    tx.execute("SELECT queue_enqueue('w', '{}')", &[]).unwrap();
+    tx.rollback().unwrap();
+    stays("no wake-up for a rollback", Duration::from_secs(1), || {
+        wakes(&mut main) == before + 2
+    });
+}
+
+#[test]
+fn drop_database_and_create_database_from_a_served_template() {
+    let cluster = Cluster::start();
+    let mut main = cluster.connect();
+    let mut admin = cluster.connect_to("postgres");
+
+    served_database(&cluster, "tenant_idle");
+    eventually("its worker", || {
+        worker_of(&mut main, "tenant_idle").is_some()
+    });
+    admin.batch_execute("DROP DATABASE tenant_idle").unwrap();
+    assert!(worker_of(&mut main, "tenant_idle").is_none());
+
+    // busy: commits keep waking the worker until the moment of the drop
+    served_database(&cluster, "tenant_busy");
+    eventually("its worker", || {
+        worker_of(&mut main, "tenant_busy").is_some()
+    });
+    {
+        let mut producer = cluster.connect_to("tenant_busy");
+        let until = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < until {
+            producer
+                .batch_execute(
+                    "SELECT queue_enqueue_batch('jobs', array_fill('{}'::jsonb, ARRAY[100]))",
+                )
+                .unwrap();
+        }
+    }
+    admin.batch_execute("DROP DATABASE tenant_busy").unwrap();
+
+    served_database(&cluster, "tenant_source");
+    eventually("its worker", || {
+        worker_of(&mut main, "tenant_source").is_some()
+    });
+    admin
+        .batch_execute("CREATE DATABASE tenant_copy TEMPLATE tenant_source")
+        .unwrap();
+    eventually("workers for the template and its copy", || {
+        worker_of(&mut main, "tenant_source").is_some()
+            && worker_of(&mut main, "tenant_copy").is_some()
+    });
+    let copied: i64 = one(
+        &mut cluster.connect_to("tenant_copy"),
+        "SELECT count(*) FROM queue_jobs",
+        &[],
+    );
+    assert_eq!(copied, 1);
+}
+
+#[test]
+fn drop_extension_lets_the_worker_go_and_create_extension_brings_it_back() {
+    let cluster = Cluster::start();
+    let mut main = cluster.connect();
+    served_database(&cluster, "tenant_other");
+    let mut other = cluster.connect_to("tenant_other");
+    eventually("the worker", || worker_of(&mut other, DB).is_some());
+    main.batch_execute("SET statement_timeout = '20s'; DROP EXTENSION queue")
+        .unwrap();
+    eventually("the worker to let go", || {
+        worker_of(&mut other, DB).is_none()
+    });
+    main.batch_execute("CREATE EXTENSION queue").unwrap();
+    eventually("a worker again", || worker_of(&mut other, DB).is_some());
+}
+
+#[test]
+fn reloads_change_the_workers_at_once() {
+    let cluster = Cluster::start();
+    let mut main = cluster.connect();
+    main.batch_execute("SELECT queue_create('r')").unwrap();
+    eventually("the worker", || worker_of(&mut main, DB).is_some());
+    // a shorter idle time: the idle worker gives its slot back
+    main.batch_execute("ALTER SYSTEM SET queue.idle_exit = 1")
+        .unwrap();
+    main.batch_execute("SELECT pg_reload_conf()").unwrap();
+    eventually("the idle worker to exit", || {
+        worker_of(&mut main, DB).is_none()
+    });
+    // switched off: a commit starts no worker
+    main.batch_execute("ALTER SYSTEM SET queue.idle_exit = 60")
+        .unwrap();
+    main.batch_execute("ALTER SYSTEM SET queue.enabled = off")
+        .unwrap();
+    main.batch_execute("SELECT pg_reload_conf()").unwrap();
+    sleep(Duration::from_millis(500));
+    main.batch_execute("SELECT queue_enqueue('r', '{}')")
+        .unwrap();
+    stays(
+        "no worker while switched off",
+        Duration::from_secs(2),
+        || worker_of(&mut main, DB).is_none(),
+    );
+    main.batch_execute("ALTER SYSTEM SET queue.enabled = on")
+        .unwrap();
+    main.batch_execute("SELECT pg_reload_conf()").unwrap();
+    eventually("a worker once switched on", || {
+        worker_of(&mut main, DB).is_some()
+    });
+}
+
+#[test]
+fn a_killed_worker_is_replaced() {
+    let cluster = Cluster::start();
+    let mut main = cluster.connect();
+    eventually("the worker", || worker_of(&mut main, DB).is_some());
+    let killed = worker_of(&mut main, DB).unwrap();
+    kill_hard(killed);
+    // PostgreSQL restarts every process after a crash; connect again
+    eventually("a new worker", || {
+        let Ok(mut client) = cluster.config(DB).connect(NoTls) else {
+            return false;
+        };
+        let Ok(rows) = client.query("SELECT pid FROM queue_workers WHERE database = $1", &[&DB])
+        else {
+            return false;
+        };
+        let pid: Option<Option<i32>> = rows.first().map(|r| r.get(0));
+        matches!(pid, Some(Some(p)) if p != killed)
+    });
+}
+
+fn kill_hard(pid: i32) {
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn without_the_preload_the_pull_api_works_and_says_so() {
+    let cluster = Cluster::start_with(&["shared_preload_libraries = ''"]);
+    cluster
+        .connect_to("postgres")
+        .batch_execute("CREATE DATABASE plain")
+        .unwrap();
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let mut config = cluster.config("plain");
+    let seen = notices.clone();
+    config.notice_callback(move |notice| {
+        seen.lock().unwrap().push((
+            notice.message().to_string(),
+            notice.hint().map(str::to_string),
+        ))
+    });
+    let mut client = config.connect(NoTls).unwrap();
+    client.batch_execute("CREATE EXTENSION queue").unwrap();
+    let notices = notices.lock().unwrap().clone();
+    assert!(
+        notices.iter().any(
+            |(message, hint)| message.contains("background worker is not running")
+                && hint
+                    .as_deref()
+                    .is_some_and(|h| h.contains("shared_preload_libraries"))
+        ),
+        "{notices:?}"
+    );
+    client
+        .batch_execute("SELECT queue_create('pull'); SELECT queue_enqueue('pull', '{\"a\": 1}')")
+        .unwrap();
+    let done: bool = one(
+        &mut client,
+        "SELECT queue_complete(id, lease) FROM queue_claim('pull')",
+        &[],
+    );
+    assert!(done);
+    let rows: i64 = one(&mut client, "SELECT count(*) FROM queue_workers", &[]);
+    assert_eq!(rows, 0);
+}
