@@ -45,6 +45,9 @@ SELECT id, status, attempts, worker, last_error, payload->>'subject' AS subject 
 SELECT queue, paused, pending, scheduled, processing, succeeded, failed, enqueued_total, succeeded_total, failed_total
   FROM queue_stats;
 SELECT id, queue, payload->>'to' AS "to", attempts, last_error FROM queue_failed;
+-- the background worker of this database, started when the extension was created
+SELECT database, state, backend_type, application_name
+  FROM queue_workers w JOIN pg_stat_activity a USING (pid);
 
 \echo
 \echo '== 8. Once the cause is fixed, the dead letter is retried: pending again with all its attempts, and it goes through'
