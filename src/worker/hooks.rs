@@ -66,21 +66,18 @@ unsafe extern "C-unwind" fn process_utility(
         .finally(|| {
             // The command commits after this hook returns: hold the
             // launcher off a moment longer, so that no worker connects
-            // before the commit.
-            if let Some(database) = database {
-                let mut shared = SHARED.exclusive();
-                let until = shared::now() + AFTER_US;
-                if let Some(entry) = shared.database(database) {
-                    entry.blocked_until = until;
-                }
+            // before the commit, and have it read pg_database then (a new
+            // database, maybe a copy of a served one, or one that takes no
+            // connections now).
+            if database.is_none() && !creates {
+                return;
             }
-            if creates || database.is_some() {
-                // a new database (maybe a copy of a served one), or one
-                // that may take no connections now: look once the command
-                // has committed
-                let mut shared = SHARED.exclusive();
-                shared.rescan_at = shared::now() + AFTER_US;
+            let mut shared = SHARED.exclusive();
+            let until = shared::now() + AFTER_US;
+            if let Some(entry) = database.and_then(|d| shared.database(d)) {
+                entry.blocked_until = until;
             }
+            shared.rescan_at = until;
         })
         .execute()
 }

@@ -2,8 +2,8 @@
 //! connects, checks that the extension is there, then waits on its latch
 //! (set by committing transactions) or the poll interval, and gives its
 //! slot back when it has been idle for queue.idle_exit, when its turn is
-//! over, or when its database is needed alone. Delivery through senders
-//! plugs into `serve_once`.
+//! over, or when its database is needed alone. A wake-up is all the work
+//! there is until senders deliver jobs from this loop.
 
 use std::cell::Cell;
 
@@ -78,7 +78,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             set_installed(database, Installed::No);
             exit_cleanly();
         }
-        if woken || serve_once(slot) {
+        if woken {
             last_work = now;
         }
         let idle_us = gucs::IDLE_EXIT_S.get() as i64 * 1_000_000;
@@ -97,12 +97,6 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             pg_sys::ResetLatch(pg_sys::MyLatch);
         }
     }
-}
-
-/// One round of work in the database; true if there was any. Nothing to
-/// deliver yet: senders come with delivery.
-fn serve_once(_slot: usize) -> bool {
-    false
 }
 
 /// Whether the extension is installed in this database.
