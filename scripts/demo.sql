@@ -46,7 +46,7 @@ SELECT queue, paused, pending, scheduled, processing, succeeded, failed, enqueue
   FROM queue_stats;
 SELECT id, queue, payload->>'to' AS "to", attempts, last_error FROM queue_failed;
 -- the background worker of this database, started when the extension was created
-SELECT database, state, backend_type, application_name
+SELECT w.database, w.state, a.backend_type, a.application_name
   FROM queue_workers w JOIN pg_stat_activity a USING (pid);
 
 \echo
