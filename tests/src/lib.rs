@@ -236,3 +236,48 @@ pub fn one<T: postgres::types::FromSqlOwned>(
 ) -> T {
     client.query_one(sql, params).unwrap().get(0)
 }
+
+/// Claims up to `max_jobs` jobs with an hour's lease: (id, lease) pairs.
+pub fn claim(client: &mut Client, queue: &str, max_jobs: i32) -> Vec<(i64, String)> {
+    client
+        .query(
+            "SELECT id, lease::text FROM queue_claim($1, 'client-test', $2, '1 hour')",
+            &[&queue, &max_jobs],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+/// Completes the claimed jobs in one call; returns the ids completed.
+pub fn complete_all(client: &mut Client, jobs: &[(i64, String)]) -> Vec<i64> {
+    let job_ids: Vec<i64> = jobs.iter().map(|j| j.0).collect();
+    let leases: Vec<String> = jobs.iter().map(|j| j.1.clone()).collect();
+    let rows = client
+        .query(
+            "SELECT * FROM queue_complete_batch($1, $2::text[]::uuid[])",
+            &[&job_ids, &leases],
+        )
+        .unwrap();
+    ids(&rows)
+}
+
+/// Enqueues `n` jobs (`{"i": 1}`, `{"i": 2}`, ...) in batches of 1,000.
+pub fn enqueue_many(client: &mut Client, queue: &str, n: usize) -> Vec<i64> {
+    let mut all = Vec::new();
+    let mut left = n;
+    while left > 0 {
+        let batch = left.min(1000);
+        let rows = client
+            .query(
+                "SELECT * FROM queue_enqueue_batch($1,
+                    (SELECT array_agg(jsonb_build_object('i', i)) FROM generate_series(1, $2) i))",
+                &[&queue, &(batch as i32)],
+            )
+            .unwrap();
+        all.extend(ids(&rows));
+        left -= batch;
+    }
+    all
+}

@@ -8,30 +8,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use queue_client_tests::{ids, on_connections, one, Client, Cluster};
-
-fn enqueue(client: &mut Client, queue: &str, n: i32) -> Vec<i64> {
-    let rows = client
-        .query(
-            "SELECT * FROM queue_enqueue_batch($1,
-                (SELECT array_agg(jsonb_build_object('i', i)) FROM generate_series(1, $2) i))",
-            &[&queue, &n],
-        )
-        .unwrap();
-    ids(&rows)
-}
-
-fn claim(client: &mut Client, queue: &str, max_jobs: i32) -> Vec<(i64, String)> {
-    client
-        .query(
-            "SELECT id, lease::text FROM queue_claim($1, 'dba-test', $2, '1 hour')",
-            &[&queue, &max_jobs],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect()
-}
+use queue_client_tests::{claim, enqueue_many, on_connections, one, Client, Cluster};
 
 fn complete(client: &mut Client, id: i64, lease: &str) -> bool {
     one(
@@ -52,7 +29,7 @@ fn pause_stops_claims_at_once_and_resume_restarts_them() {
         .batch_execute("SELECT queue_create('paused')")
         .unwrap();
     for _ in 0..20 {
-        enqueue(&mut admin, "paused", 1000);
+        enqueue_many(&mut admin, "paused", 1000);
     }
     let paused_at: Mutex<Option<Instant>> = Mutex::new(None);
     let stop = AtomicBool::new(false);
@@ -138,7 +115,7 @@ fn counters_stay_exact_under_concurrent_transitions_and_cleanup() {
     let seen = on_connections(&cluster, 6, |n, client| {
         let (mut enqueued, mut succeeded, mut failed) = (0i64, 0i64, 0i64);
         for round in 0..60 {
-            enqueued += enqueue(client, "counted", 20).len() as i64;
+            enqueued += enqueue_many(client, "counted", 20).len() as i64;
             for (k, (id, lease)) in claim(client, "counted", 12).into_iter().enumerate() {
                 match (k + n + round) % 4 {
                     0 | 1 => succeeded += complete(client, id, &lease) as i64,
@@ -235,7 +212,7 @@ fn cancel_and_complete_race_with_one_winner() {
     let cluster = Cluster::start();
     let mut admin = cluster.connect();
     admin.batch_execute("SELECT queue_create('race')").unwrap();
-    enqueue(&mut admin, "race", 400);
+    enqueue_many(&mut admin, "race", 400);
     let jobs = Arc::new(claim(&mut admin, "race", 400));
     let barrier = Arc::new(Barrier::new(2));
     let results = {
@@ -290,7 +267,7 @@ fn concurrent_retries_move_each_dead_letter_once() {
     admin
         .batch_execute("SELECT queue_create('dead', max_attempts => 1)")
         .unwrap();
-    enqueue(&mut admin, "dead", 300);
+    enqueue_many(&mut admin, "dead", 300);
     for (id, lease) in claim(&mut admin, "dead", 300) {
         admin
             .execute(

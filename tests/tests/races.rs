@@ -8,49 +8,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use queue_client_tests::{ids, on_connections, one, Client, Cluster};
-
-fn claim(client: &mut Client, queue: &str, max_jobs: i32) -> Vec<(i64, String)> {
-    client
-        .query(
-            "SELECT id, lease::text FROM queue_claim($1, 'client-test', $2, '1 hour')",
-            &[&queue, &max_jobs],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect()
-}
-
-fn complete_all(client: &mut Client, jobs: &[(i64, String)]) -> Vec<i64> {
-    let job_ids: Vec<i64> = jobs.iter().map(|j| j.0).collect();
-    let leases: Vec<String> = jobs.iter().map(|j| j.1.clone()).collect();
-    let rows = client
-        .query(
-            "SELECT * FROM queue_complete_batch($1, $2::text[]::uuid[])",
-            &[&job_ids, &leases],
-        )
-        .unwrap();
-    ids(&rows)
-}
-
-fn enqueue_many(client: &mut Client, queue: &str, n: usize) -> Vec<i64> {
-    let mut all = Vec::new();
-    let mut left = n;
-    while left > 0 {
-        let batch = left.min(1000);
-        let rows = client
-            .query(
-                "SELECT * FROM queue_enqueue_batch($1,
-                    (SELECT array_agg(jsonb_build_object('i', i)) FROM generate_series(1, $2) i))",
-                &[&queue, &(batch as i32)],
-            )
-            .unwrap();
-        all.extend(ids(&rows));
-        left -= batch;
-    }
-    all
-}
+use queue_client_tests::{claim, complete_all, enqueue_many, on_connections, one, Cluster};
 
 /// 8 connections claim and complete 5,000 jobs until the queue is empty:
 /// every job is delivered exactly once, and none is lost.
