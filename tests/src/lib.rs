@@ -250,6 +250,15 @@ pub fn claim(client: &mut Client, queue: &str, max_jobs: i32) -> Vec<(i64, Strin
         .collect()
 }
 
+/// Completes one claimed job; false when its lease is no longer held.
+pub fn complete(client: &mut Client, id: i64, lease: &str) -> bool {
+    one(
+        client,
+        "SELECT queue_complete($1, $2::text::uuid)",
+        &[&id, &lease],
+    )
+}
+
 /// Completes the claimed jobs in one call; returns the ids completed.
 pub fn complete_all(client: &mut Client, jobs: &[(i64, String)]) -> Vec<i64> {
     let job_ids: Vec<i64> = jobs.iter().map(|j| j.0).collect();

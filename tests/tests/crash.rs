@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use queue_client_tests::{ids, one, Client, Cluster};
+use queue_client_tests::{complete, ids, one, Client, Cluster};
 
 /// What the clients know of the work they sent, by outcome of its COMMIT.
 #[derive(Default)]
@@ -130,12 +130,7 @@ fn no_committed_job_is_lost_and_no_completed_job_comes_back() {
         ledger.lock().unwrap().never_committed.insert(id);
         if let Some(job) = claimed {
             let (job_id, lease): (i64, String) = (job.get(0), job.get(1));
-            let done: bool = one(
-                &mut client,
-                "SELECT queue_complete($1, $2::text::uuid)",
-                &[&job_id, &lease],
-            );
-            assert!(done);
+            assert!(complete(&mut client, job_id, &lease));
             held_completions.insert(job_id);
         }
         held.push(client);

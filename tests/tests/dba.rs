@@ -8,15 +8,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use queue_client_tests::{claim, enqueue_many, on_connections, one, Client, Cluster};
-
-fn complete(client: &mut Client, id: i64, lease: &str) -> bool {
-    one(
-        client,
-        "SELECT queue_complete($1, $2::text::uuid)",
-        &[&id, &lease],
-    )
-}
+use queue_client_tests::{claim, complete, enqueue_many, on_connections, one, Client, Cluster};
 
 /// Consumers claim in a tight loop; once queue_pause() has returned, no
 /// claim that starts afterwards gets a job, and after queue_resume() they

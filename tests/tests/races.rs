@@ -8,7 +8,9 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use queue_client_tests::{claim, complete_all, enqueue_many, on_connections, one, Cluster};
+use queue_client_tests::{
+    claim, complete, complete_all, enqueue_many, on_connections, one, Cluster,
+};
 
 /// 8 connections claim and complete 5,000 jobs until the queue is empty:
 /// every job is delivered exactly once, and none is lost.
@@ -232,11 +234,7 @@ fn an_expired_lease_is_reclaimed_and_fenced_off() {
     assert_eq!(new.get::<_, i32>(2), 2);
     assert_ne!(new_lease, old_lease);
 
-    let completed: bool = one(
-        &mut first,
-        "SELECT queue_complete($1, $2::text::uuid)",
-        &[&job, &old_lease],
-    );
+    let completed = complete(&mut first, job, &old_lease);
     assert!(!completed);
     let failed: Option<String> = one(
         &mut first,
@@ -264,11 +262,7 @@ fn an_expired_lease_is_reclaimed_and_fenced_off() {
         "lease expired during attempt 1 of 5 (worker first)"
     );
 
-    let completed: bool = one(
-        &mut second,
-        "SELECT queue_complete($1, $2::text::uuid)",
-        &[&job, &new_lease],
-    );
+    let completed = complete(&mut second, job, &new_lease);
     assert!(completed);
 }
 
