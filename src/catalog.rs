@@ -66,24 +66,12 @@ impl Queue {
             })
         }
     }
-
-    /// Taken by every enqueue (shared) and by `queue_drop` (exclusive) until
-    /// the end of the transaction, so that a queue is never dropped under a
-    /// job being added to it. A lock, not a row: enqueues write no shared row.
-    pub fn lock(&self, exclusive: bool) {
-        lock_queue(self.id, exclusive);
-    }
-
-    /// Taken by an enqueue with a dedup key until the end of the transaction:
-    /// enqueues of one key run one at a time, and the second sees the job of
-    /// the first. Keys share a lock when their hashes collide, which only
-    /// makes them wait for each other.
-    pub fn lock_dedup_key(&self, key: &str) {
-        lock_dedup_key(self.id, key);
-    }
 }
 
-/// `Queue::lock` for a queue known by id only.
+/// Taken on queue `id` by every enqueue and retry (shared) and by
+/// `queue_drop` (exclusive) until the end of the transaction, so that a
+/// queue is never dropped under a job being added to it. A lock, not a
+/// row: enqueues write no shared row.
 pub fn lock_queue(id: i32, exclusive: bool) {
     let mode = if exclusive {
         pg_sys::AccessExclusiveLock
@@ -93,7 +81,10 @@ pub fn lock_queue(id: i32, exclusive: bool) {
     lock_object(Oid::from(id as u32), QUEUE_LOCK, mode);
 }
 
-/// `Queue::lock_dedup_key` for a queue known by id only.
+/// Taken by an enqueue (or retry) with a dedup key until the end of the
+/// transaction: enqueues of one key run one at a time, and the second sees
+/// the job of the first. Keys share a lock when their hashes collide, which
+/// only makes them wait for each other.
 pub fn lock_dedup_key(queue_id: i32, key: &str) {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     (queue_id, key).hash(&mut hasher);

@@ -28,7 +28,7 @@ fn due(now: i64, delay: &Interval, run_at: Option<TimestampWithTimeZone>) -> (i6
 
 fn queue_for_insert(client: &mut SpiClient<'_>, name: &str) -> Queue {
     let queue = catalog::require(client, name).or_raise();
-    queue.lock(false);
+    catalog::lock_queue(queue.id, false);
     queue
 }
 
@@ -75,7 +75,7 @@ fn queue_enqueue(
     db::with_tables(|client| {
         let queue = queue_for_insert(client, name);
         if let Some(key) = dedup_key {
-            queue.lock_dedup_key(key);
+            catalog::lock_dedup_key(queue.id, key);
             let existing = db::run(client, &queries::DEDUP_FIND, &[queue.id.into(), key.into()]);
             if let Some(row) = existing.into_iter().next() {
                 return row.get::<i64>(1).ok().flatten().expect("a job id");

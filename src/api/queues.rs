@@ -144,7 +144,7 @@ fn queue_drop(queue: Option<&str>, force: default!(Option<bool>, false)) -> bool
             return false;
         };
         queue.check_owner(caller, "drop").or_raise();
-        queue.lock(true);
+        catalog::lock_queue(queue.id, true);
         let row = db::run(
             client,
             &queries::DROP_QUEUE,

@@ -21,8 +21,8 @@ fn queue_retry(id: Option<i64>) -> bool {
         };
         let queue_id: i32 = row.get(1).ok().flatten().expect("a queue id");
         let key: Option<String> = row.get(2).ok().flatten();
-        // The same locks as an enqueue: the queue is not dropped meanwhile,
-        // and no other job with the key is enqueued meanwhile.
+        // The locks of an enqueue: the queue is not dropped meanwhile, and
+        // no other job with the key is enqueued meanwhile.
         catalog::lock_queue(queue_id, false);
         if let Some(key) = key {
             catalog::lock_dedup_key(queue_id, &key);

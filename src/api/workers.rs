@@ -48,12 +48,7 @@ fn queue_worker_status() -> TableIterator<
             .filter(|w| w.state.running())
             .copied()
             .collect();
-        let waiting = shared
-            .databases
-            .iter()
-            .filter(|d| d.waiting(now) && shared.worker_of(d.oid).is_none())
-            .map(|d| d.oid)
-            .collect();
+        let waiting = shared.waiting_for_worker(now).map(|d| d.oid).collect();
         (workers, waiting)
     };
     let time = |us: i64| TimestampWithTimeZone::try_from(us).ok();

@@ -117,16 +117,22 @@ fn scan_databases(now: i64) {
 /// purpose makes its database wait before the next one: 1 s, 2 s, 4 s, ...
 /// up to a minute, so that a failing database never restarts in a loop.
 fn reap(handles: &mut [Option<DynamicBackgroundWorker>], now: i64) {
+    // whose process is gone without a word (it never got to its exit hook)
+    let gone: Vec<bool> = handles
+        .iter()
+        .map(|handle| {
+            matches!(
+                handle.as_ref().map(|h| h.pid()),
+                Some(Err(
+                    BackgroundWorkerStatus::Stopped | BackgroundWorkerStatus::PostmasterDied
+                ))
+            )
+        })
+        .collect();
+    let mut shared = SHARED.exclusive();
     for (slot, handle) in handles.iter_mut().enumerate() {
-        let gone = matches!(
-            handle.as_ref().map(|h| h.pid()),
-            Some(Err(
-                BackgroundWorkerStatus::Stopped | BackgroundWorkerStatus::PostmasterDied
-            ))
-        );
-        let mut shared = SHARED.exclusive();
         let worker = shared.workers[slot];
-        if worker.state == State::Free || !(worker.state == State::Exited || gone) {
+        if worker.state == State::Free || !(worker.state == State::Exited || gone[slot]) {
             continue;
         }
         let clean = worker.state == State::Exited && worker.clean_exit;
@@ -159,14 +165,9 @@ fn start_workers(handles: &mut [Option<DynamicBackgroundWorker>], now: i64) {
             if running >= max {
                 return;
             }
-            let next = shared
-                .databases
-                .iter()
-                .filter(|d| d.waiting(now) && d.not_before <= now)
-                .filter(|d| shared.worker_of(d.oid).is_none())
-                .min_by_key(|d| d.wanted_since)
-                .map(|d| d.oid);
-            let Some(database) = next else { return };
+            let Some(database) = shared.next_to_serve(now) else {
+                return;
+            };
             let Some(slot) = shared.workers.iter().position(|w| w.state == State::Free) else {
                 return;
             };
@@ -200,10 +201,7 @@ fn start_workers(handles: &mut [Option<DynamicBackgroundWorker>], now: i64) {
 /// longest (at least a turn) is asked to give its slot up.
 fn take_turns(now: i64) {
     let mut shared = SHARED.exclusive();
-    let someone_waits = shared
-        .databases
-        .iter()
-        .any(|d| d.waiting(now) && d.not_before <= now && shared.worker_of(d.oid).is_none());
+    let someone_waits = shared.next_to_serve(now).is_some();
     let running = shared
         .workers
         .iter()

@@ -203,6 +203,22 @@ impl Shared {
             .position(|w| w.state.running() && w.database == database)
     }
 
+    /// The databases that want a worker, are allowed one and have none.
+    pub fn waiting_for_worker(&self, now: i64) -> impl Iterator<Item = &Database> {
+        self.databases
+            .iter()
+            .filter(move |d| d.waiting(now) && self.worker_of(d.oid).is_none())
+    }
+
+    /// The one to start a worker for next: the oldest request, past any
+    /// pause after a failure.
+    pub fn next_to_serve(&self, now: i64) -> Option<Oid> {
+        self.waiting_for_worker(now)
+            .filter(|d| d.not_before <= now)
+            .min_by_key(|d| d.wanted_since)
+            .map(|d| d.oid)
+    }
+
     pub fn database(&mut self, oid: Oid) -> Option<&mut Database> {
         self.databases.iter_mut().find(|d| d.oid == oid)
     }
