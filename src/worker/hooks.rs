@@ -68,7 +68,8 @@ unsafe extern "C-unwind" fn process_utility(
             // launcher off a moment longer, so that no worker connects
             // before the commit, and have it read pg_database then (a new
             // database, maybe a copy of a served one, or one that takes no
-            // connections now).
+            // connections now). Until it has, whether the database may be
+            // served is unknown.
             if database.is_none() && !creates {
                 return;
             }
@@ -76,6 +77,8 @@ unsafe extern "C-unwind" fn process_utility(
             let until = shared::now() + AFTER_US;
             if let Some(entry) = database.and_then(|d| shared.database(d)) {
                 entry.blocked_until = until;
+                entry.scanned = false;
+                entry.servable = false;
             }
             shared.rescan_at = until;
         })
