@@ -18,7 +18,15 @@ CREATE TABLE queue_queues (
     lease           interval NOT NULL,
     retention       interval NOT NULL,
     paused          boolean NOT NULL DEFAULT false,
-    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now()
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    -- Push delivery: the sender function as its schema-qualified signature
+    -- (text, not an oid, so that it survives pg_dump and pg_upgrade, which
+    -- keep names but not function oids), the role it runs as, and how many
+    -- jobs a worker claims for it at a time. All NULL without a sender.
+    sender          text,
+    sender_role     regrole,
+    batch_size      integer,
+    CHECK ((sender IS NULL) = (sender_role IS NULL) AND (sender IS NULL) = (batch_size IS NULL))
 );
 ALTER SEQUENCE queue_queue_id_seq OWNED BY queue_queues.id;
 

@@ -36,7 +36,7 @@ $$;
 CREATE VIEW queue_stats AS
 SELECT q.name AS queue,
        q.paused,
-       NULL::text AS sender,
+       q.sender,
        coalesce(l.pending, 0) AS pending,
        coalesce(l.scheduled, 0) AS scheduled,
        coalesce(l.processing, 0) AS processing,

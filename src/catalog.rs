@@ -19,6 +19,8 @@ pub struct Queue {
     pub max_attempts: i32,
     pub lease_us: i64,
     pub paused: bool,
+    /// The signature of its sender, when the background worker delivers it.
+    pub sender: Option<String>,
 }
 
 pub fn micros(i: &Interval) -> i64 {
@@ -44,6 +46,7 @@ pub fn find(client: &mut SpiClient<'_>, name: &str) -> Result<Option<Queue>, Que
         max_attempts: row.get(3).ok().flatten().expect("max_attempts"),
         lease_us: interval(4),
         paused: row.get(5).ok().flatten().expect("paused"),
+        sender: row.get(6).ok().flatten(),
     }))
 }
 
@@ -64,6 +67,18 @@ impl Queue {
                 name: self.name.clone(),
                 action,
             })
+        }
+    }
+
+    /// 55000 when the queue is delivered by a sender: its jobs are not
+    /// handed to queue_claim callers.
+    pub fn check_pulled(&self) -> Result<(), QueueError> {
+        match &self.sender {
+            None => Ok(()),
+            Some(sender) => Err(QueueError::DeliveredBySender {
+                name: self.name.clone(),
+                sender: sender.clone(),
+            }),
         }
     }
 }

@@ -60,6 +60,27 @@ pub enum QueueError {
         name: String,
         unfinished: i64,
     },
+    ReservedWorkerName,
+    DeliveredBySender {
+        name: String,
+        sender: String,
+    },
+    /// A function oid that names no function.
+    UndefinedSender {
+        oid: u32,
+    },
+    /// A sender that does not take exactly one jsonb argument.
+    SenderArguments {
+        sender: String,
+    },
+    /// A procedure, aggregate, window or set-returning function.
+    SenderKind {
+        sender: String,
+        kind: &'static str,
+    },
+    SenderNotExecutable {
+        sender: String,
+    },
 }
 
 impl QueueError {
@@ -75,11 +96,18 @@ impl QueueError {
             | QueueError::UnknownStatus { .. }
             | QueueError::NotAnObject { .. }
             | QueueError::NotOneDimensional { .. }
-            | QueueError::ArrayLengthMismatch { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
+            | QueueError::ArrayLengthMismatch { .. }
+            | QueueError::ReservedWorkerName => ERRCODE_INVALID_PARAMETER_VALUE,
             QueueError::BatchTooLarge { .. } => ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             QueueError::UndefinedQueue { .. } => ERRCODE_UNDEFINED_OBJECT,
             QueueError::NotOwner { .. } => ERRCODE_INSUFFICIENT_PRIVILEGE,
             QueueError::UnfinishedJobs { .. } => ERRCODE_OBJECT_IN_USE,
+            QueueError::DeliveredBySender { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            QueueError::UndefinedSender { .. } | QueueError::SenderArguments { .. } => {
+                ERRCODE_UNDEFINED_FUNCTION
+            }
+            QueueError::SenderKind { .. } => ERRCODE_DATATYPE_MISMATCH,
+            QueueError::SenderNotExecutable { .. } => ERRCODE_INSUFFICIENT_PRIVILEGE,
         }
     }
 
@@ -134,6 +162,25 @@ impl QueueError {
                 let jobs = if *unfinished == 1 { "job" } else { "jobs" };
                 format!("queue \"{name}\" still has {unfinished} unfinished {jobs}")
             }
+            QueueError::ReservedWorkerName => format!(
+                "worker name \"{}\" is reserved for the background worker",
+                crate::rules::WORKER_NAME
+            ),
+            QueueError::DeliveredBySender { name, sender } => {
+                format!("queue \"{name}\" is delivered by its sender {sender}")
+            }
+            QueueError::UndefinedSender { oid } => {
+                format!("sender function with oid {oid} does not exist")
+            }
+            QueueError::SenderArguments { sender } => {
+                format!("sender {sender} must take exactly one argument, of type jsonb")
+            }
+            QueueError::SenderKind { sender, kind } => {
+                format!("sender {sender} is {kind}; a sender must be a plain function")
+            }
+            QueueError::SenderNotExecutable { sender } => {
+                format!("permission denied to register sender {sender}: no EXECUTE privilege")
+            }
         }
     }
 
@@ -153,6 +200,16 @@ impl QueueError {
             QueueError::UnfinishedJobs { .. } => {
                 Some("Wait for the jobs to finish, or drop it anyway with force => true.".into())
             }
+            QueueError::DeliveredBySender { name, .. } => Some(format!(
+                "Its jobs are pushed by the background worker; \
+                 queue_unregister_sender('{name}') turns it back into a pull queue."
+            )),
+            QueueError::SenderArguments { .. } | QueueError::SenderKind { .. } => {
+                Some("Declare it as CREATE FUNCTION name(job jsonb) RETURNS void.".into())
+            }
+            QueueError::SenderNotExecutable { .. } => Some(
+                "The sender runs as the role that registers it, which needs EXECUTE on it.".into(),
+            ),
             _ => None,
         }
     }

@@ -30,6 +30,14 @@ pub static DATABASE_SCAN_S: GucSetting<i32> = GucSetting::<i32>::new(10);
 /// The most jobs a worker takes in one batch, whatever a sender asks for.
 pub static MAX_BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 
+/// Milliseconds one sender call may take before it is cancelled (and the
+/// attempt fails). 0: no limit.
+pub static SENDER_TIMEOUT_MS: GucSetting<i32> = GucSetting::<i32>::new(60_000);
+
+/// Seconds between a worker's runs of queue_maintain() (retention cleanup,
+/// counters, live-table rotation) in its database.
+pub static UPKEEP_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(60);
+
 /// The most worker slots `queue.max_workers` can ask for (shared memory is
 /// sized for this many).
 pub const WORKER_SLOTS: usize = 64;
@@ -87,6 +95,26 @@ pub fn init() {
         10_000,
         GucContext::Sighup,
         GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"queue.sender_timeout",
+        c"How long one sender call may take.",
+        c"A call that takes longer is cancelled, and the job's attempt fails. 0 disables the limit.",
+        &SENDER_TIMEOUT_MS,
+        0,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"queue.upkeep_interval",
+        c"How often a worker runs queue_maintain() in its database.",
+        c"Retention cleanup, folding the counters of queue_stats, and rotating the live table.",
+        &UPKEEP_INTERVAL_S,
+        1,
+        86_400,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
     );
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"queue".as_ptr()) };
 }

@@ -82,6 +82,10 @@ pub struct Jsonb(pg_sys::Datum);
 datum_by_reference!(Jsonb, "jsonb", JSONBOID);
 
 impl Jsonb {
+    pub fn datum(self) -> pg_sys::Datum {
+        self.0
+    }
+
     /// The JSON type of the value (`object`, `array`, `string`, ...).
     pub fn type_name(self) -> String {
         let typ: Option<String> =

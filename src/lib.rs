@@ -10,9 +10,11 @@ mod catalog;
 mod db;
 mod errors;
 mod gucs;
+mod jobs;
 mod jsonb;
 mod policy;
 mod queries;
+mod regprocedure;
 mod rules;
 mod worker;
 

@@ -46,4 +46,17 @@ statements! {
 
     RETRY_FIND = "retry_find.sql" (INT8OID);
     RETRY = "retry.sql" (INT8OID, TIMESTAMPTZOID);
+
+    SET_SENDER = "set_sender.sql" (INT4OID, TEXTOID, OIDOID, INT4OID);
+    SENDER_FUNCTION = "sender_function.sql" (OIDOID);
+    SENDER_QUEUES = "sender_queues.sql" ();
+    SENDER_CHECK = "sender_check.sql" (INT4OID);
+    DELIVER_LOCK = "deliver_lock.sql" (INT8ARRAYOID, UUIDARRAYOID);
+    RELEASE = "release.sql" (INT8ARRAYOID);
+    ORPHANS = "orphans.sql" (TEXTOID);
+    ORPHAN_LOCK = "orphan_lock.sql" (INT8OID, TEXTOID);
+    RECLAIM = "reclaim.sql" (INT8OID, TIMESTAMPTZOID, TEXTOID);
+    UNCLAIM = "unclaim.sql" (INT8OID);
+    EXPIRE_LEASES = "expire_leases.sql" (TIMESTAMPTZOID, INT4OID);
+    NEXT_DUE = "next_due.sql" ();
 }

@@ -95,6 +95,31 @@ pub fn check_status(word: &str) -> Result<&str, QueueError> {
     }
 }
 
+pub fn check_batch_size(value: i32) -> Result<i32, QueueError> {
+    if value >= 1 && value as usize <= MAX_BATCH {
+        Ok(value)
+    } else {
+        Err(QueueError::OutOfRange {
+            option: "batch_size",
+            value: value.to_string(),
+            rule: "between 1 and 10000",
+        })
+    }
+}
+
+/// The name background workers claim jobs under. It marks the jobs a worker
+/// has in flight, so that the next worker knows which ones a stopped worker
+/// left behind; consumers may not use it.
+pub const WORKER_NAME: &str = "queue worker";
+
+pub fn check_worker_name(worker: &str) -> Result<(), QueueError> {
+    if worker == WORKER_NAME {
+        Err(QueueError::ReservedWorkerName)
+    } else {
+        Ok(())
+    }
+}
+
 pub fn check_batch_len(argument: &'static str, len: usize) -> Result<(), QueueError> {
     if len <= MAX_BATCH {
         Ok(())
@@ -112,6 +137,16 @@ mod tests {
             micros,
             text: format!("{micros} us"),
         }
+    }
+
+    #[test]
+    fn batch_sizes_and_worker_names() {
+        assert_eq!(check_batch_size(1), Ok(1));
+        assert_eq!(check_batch_size(10_000), Ok(10_000));
+        assert!(check_batch_size(0).is_err());
+        assert!(check_batch_size(10_001).is_err());
+        assert!(check_worker_name("queue worker").is_err());
+        assert!(check_worker_name("queue worker 2").is_ok());
     }
 
     #[test]

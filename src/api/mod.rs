@@ -5,6 +5,7 @@ mod consume;
 mod produce;
 mod queues;
 mod repair;
+mod senders;
 pub mod workers;
 
 use pgrx::datum::Interval;

@@ -13,7 +13,7 @@ use crate::worker::wake;
 
 /// Runs `f` on the queue named `name`, which the calling role must own to
 /// `action` it.
-fn with_owned_queue<R>(
+pub(super) fn with_owned_queue<R>(
     name: &str,
     action: &'static str,
     f: impl FnOnce(&mut pgrx::spi::SpiClient<'_>, catalog::Queue) -> R,

@@ -56,6 +56,7 @@ pub extern "C-unwind" fn queue_launcher_main(_arg: pg_sys::Datum) {
             next_scan = now + gucs::DATABASE_SCAN_S.get() as i64 * 1_000_000;
         }
         reap(&mut handles, now);
+        SHARED.exclusive().wake_due(now);
         if gucs::ENABLED.get() {
             start_workers(&mut handles, now);
             take_turns(now);

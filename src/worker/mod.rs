@@ -4,13 +4,23 @@
 //! - `shared`: the slots, the databases and the wake-up latencies
 //! - `launcher`: finds databases, starts and reaps workers
 //! - `serve`: the loop of one database's worker
+//! - `delivery`: claiming batches and handing them to senders
+//! - `sender`: one sender call, as its role, in a subtransaction
+//! - `subxact`: running work in a subtransaction, catching its error
+//! - `session`: the search_path and settings of the worker's statements
+//! - `upkeep`: expired leases, cleanup and counters
 //! - `wake`: wake on commit
 //! - `hooks`: gets workers out of the way of DROP DATABASE and friends
 
+mod delivery;
 mod hooks;
 pub mod launcher;
+mod sender;
 pub mod serve;
+mod session;
 pub mod shared;
+mod subxact;
+mod upkeep;
 pub mod wake;
 
 use pgrx::pg_sys;

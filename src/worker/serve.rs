@@ -1,9 +1,11 @@
 //! The worker of one database, started by the launcher into a slot. It
-//! connects, checks that the extension is there, then waits on its latch
-//! (set by committing transactions) or the poll interval, and gives its
-//! slot back when it has been idle for queue.idle_exit, when its turn is
-//! over, or when its database is needed alone. A wake-up is all the work
-//! there is until senders deliver jobs from this loop.
+//! connects, checks that the extension is there, takes back the jobs a
+//! stopped worker left in flight, and then goes round: one batch per
+//! sender queue, upkeep, and a sleep on its latch (set by committing
+//! transactions) until the next job falls due or the poll interval ends.
+//! It gives its slot back when it has been idle for queue.idle_exit (telling
+//! the launcher when its next job falls due), when its turn is over, or
+//! when its database is needed alone.
 
 use std::cell::Cell;
 
@@ -11,7 +13,11 @@ use pgrx::bgworkers::BackgroundWorker;
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
+use super::delivery::{self, Delivery};
+use super::session::{self, Session};
 use super::shared::{self, Installed, State, SHARED};
+use super::upkeep::Upkeep;
+use super::wake;
 use crate::gucs;
 
 thread_local! {
@@ -42,13 +48,19 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         me.procno = shared::my_procno();
         me.state = State::Idle;
     }
-    if !installed() {
+    let Some(mut session) = session::transaction(Session::find) else {
         set_installed(database, Installed::No);
         exit_cleanly();
-    }
+    };
     set_installed(database, Installed::Yes);
-
+    wake::in_worker();
+    let mut delivery = Delivery::new(slot);
+    let mut upkeep = Upkeep::new();
     let mut last_work = shared::now();
+    if delivery.recover(&session) > 0 {
+        last_work = shared::now();
+    }
+
     loop {
         pgrx::check_for_interrupts!();
         unsafe {
@@ -58,40 +70,45 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             }
         }
         let now = shared::now();
-        let (stop, woken) = {
-            let mut shared = SHARED.exclusive();
-            let me = &mut shared.workers[slot];
-            let woken = me.wake_sent_at > me.wake_seen_at;
-            if woken {
-                let latency = now - me.wake_sent_at;
-                me.wake_seen_at = me.wake_sent_at;
-                me.last_active_at = now;
-                shared.record_latency(latency);
+        let woken = take_wake(slot, now);
+        if stop_requested(slot) || !gucs::ENABLED.get() {
+            exit_cleanly();
+        }
+        // DROP EXTENSION, or a new schema after ALTER EXTENSION SET SCHEMA
+        session = match session::transaction(Session::find) {
+            Some(found) => found,
+            None => {
+                set_installed(database, Installed::No);
+                exit_cleanly();
             }
-            (shared.workers[slot].stop, woken)
         };
-        if stop || !gucs::ENABLED.get() {
-            exit_cleanly();
-        }
-        if !installed() {
-            // DROP EXTENSION
-            set_installed(database, Installed::No);
-            exit_cleanly();
-        }
-        if woken {
+        let (claimed, more) = delivery.round(&session, || stop_requested(slot));
+        upkeep.run(&session, shared::now());
+        if woken || claimed > 0 {
             last_work = now;
         }
+        if more {
+            continue;
+        }
+        let now = shared::now();
+        let next_due = session::transaction(|| session.tables(delivery::next_due));
         let idle_us = gucs::IDLE_EXIT_S.get() as i64 * 1_000_000;
-        if now - last_work >= idle_us && give_up_slot(slot, database) {
+        if now - last_work >= idle_us && give_up_slot(slot, database, next_due) {
             exit_cleanly();
         }
-        let until_idle = (last_work + idle_us - now).max(0) / 1000;
-        let timeout = (gucs::POLL_INTERVAL_MS.get() as i64).min(until_idle).max(1);
+        let until_idle = (last_work + idle_us - now).max(0);
+        // a due time already past that this round could not serve (its
+        // job is locked by someone) is looked at again a little later
+        let until_due = next_due.map_or(i64::MAX, |due| (due - now).max(MIN_SLEEP_US));
+        let timeout_us = (gucs::POLL_INTERVAL_MS.get() as i64 * 1000)
+            .min(until_idle)
+            .min(until_due)
+            .max(1000);
         unsafe {
             pg_sys::WaitLatch(
                 pg_sys::MyLatch,
                 (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-                timeout as _,
+                (timeout_us / 1000) as _,
                 pg_sys::PG_WAIT_EXTENSION,
             );
             pg_sys::ResetLatch(pg_sys::MyLatch);
@@ -99,11 +116,27 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     }
 }
 
-/// Whether the extension is installed in this database.
-fn installed() -> bool {
-    BackgroundWorker::transaction(|| unsafe {
-        pg_sys::get_extension_oid(c"queue".as_ptr(), true) != Oid::INVALID
-    })
+/// The least a worker sleeps when a round found nothing it could do.
+const MIN_SLEEP_US: i64 = 100_000;
+
+/// Takes in a wake-up sent by a commit, if one came, and records how long
+/// it took to arrive.
+fn take_wake(slot: usize, now: i64) -> bool {
+    let mut shared = SHARED.exclusive();
+    let me = &mut shared.workers[slot];
+    let woken = me.wake_sent_at > me.wake_seen_at;
+    if woken {
+        let latency = now - me.wake_sent_at;
+        me.wake_seen_at = me.wake_sent_at;
+        me.last_active_at = now;
+        shared.record_latency(latency);
+    }
+    woken
+}
+
+/// The launcher or a database command asked this worker to go.
+fn stop_requested(slot: usize) -> bool {
+    SHARED.share().workers[slot].stop
 }
 
 fn set_installed(database: Oid, installed: Installed) {
@@ -116,9 +149,9 @@ fn set_installed(database: Oid, installed: Installed) {
     }
 }
 
-/// Idle: the database no longer wants a worker, unless a commit woke this
-/// one in the meantime (then it stays).
-fn give_up_slot(slot: usize, database: Oid) -> bool {
+/// Idle: the database no longer wants a worker until `next_due`, unless a
+/// commit woke this one in the meantime (then it stays).
+fn give_up_slot(slot: usize, database: Oid, next_due: Option<i64>) -> bool {
     let mut shared = SHARED.exclusive();
     let me = shared.workers[slot];
     if me.wake_sent_at > me.wake_seen_at {
@@ -127,6 +160,7 @@ fn give_up_slot(slot: usize, database: Oid) -> bool {
     shared.workers[slot].state = State::Stopping;
     if let Some(entry) = shared.database(database) {
         entry.wanted_since = 0;
+        entry.due_at = next_due.unwrap_or(0).max(0);
     }
     true
 }

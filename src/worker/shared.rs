@@ -38,8 +38,7 @@ pub enum State {
     Free,
     Starting,
     Idle,
-    /// Set while a batch is being delivered, once senders exist.
-    #[allow(dead_code)]
+    /// Calling senders.
     Delivering,
     Stopping,
     /// The process is gone; the launcher frees the slot.
@@ -112,6 +111,16 @@ impl Worker {
         }
     }
 
+    /// Keeps the start of `message` (whole characters) as the last error.
+    pub fn set_last_error(&mut self, message: &str) {
+        let mut end = message.len().min(ERROR_BYTES - 1);
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.last_error = [0; ERROR_BYTES];
+        self.last_error[..end].copy_from_slice(&message.as_bytes()[..end]);
+    }
+
     pub fn last_error(&self) -> Option<String> {
         let len = self
             .last_error
@@ -145,6 +154,9 @@ pub struct Database {
     pub failures: u32,
     /// A command needs the database without a worker until then.
     pub blocked_until: i64,
+    /// When its worker, which exited idle, has something to do again
+    /// (a scheduled job falls due, a lease expires); 0: nothing.
+    pub due_at: i64,
 }
 
 impl Database {
@@ -157,6 +169,7 @@ impl Database {
         not_before: 0,
         failures: 0,
         blocked_until: 0,
+        due_at: 0,
     };
 
     /// Waiting for a worker, and allowed one.
@@ -237,6 +250,19 @@ impl Shared {
             }
         };
         Some(&mut self.databases[at])
+    }
+
+    /// Databases whose work has fallen due since their worker left want
+    /// one again.
+    pub fn wake_due(&mut self, now: i64) {
+        for entry in self.databases.iter_mut() {
+            if entry.oid != Oid::INVALID && entry.due_at > 0 && entry.due_at <= now {
+                if entry.wanted_since == 0 {
+                    entry.wanted_since = now;
+                }
+                entry.due_at = 0;
+            }
+        }
     }
 
     pub fn record_latency(&mut self, micros: i64) {

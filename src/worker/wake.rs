@@ -15,11 +15,17 @@ thread_local! {
     static PENDING: Cell<bool> = const { Cell::new(false) };
     /// The transaction callback is registered in this backend.
     static REGISTERED: Cell<bool> = const { Cell::new(false) };
+    /// This backend is a queue worker, which looks for due jobs itself.
+    static IN_WORKER: Cell<bool> = const { Cell::new(false) };
+}
+
+pub fn in_worker() {
+    IN_WORKER.set(true);
 }
 
 /// Wake this database's worker when the current transaction commits.
 pub fn on_commit() {
-    if !shared::available() {
+    if !shared::available() || IN_WORKER.get() {
         return;
     }
     if !REGISTERED.replace(true) {

@@ -348,7 +348,23 @@ fn without_the_preload_the_pull_api_works_and_says_so() {
     });
     let mut client = config.connect(NoTls).unwrap();
     client.batch_execute("CREATE EXTENSION queue").unwrap();
+    // a sender registers, with the same warning
+    client
+        .batch_execute(
+            "SELECT queue_create('pushed');
+             CREATE FUNCTION public.send(job jsonb) RETURNS void LANGUAGE sql AS 'SELECT';
+             SELECT queue_register_sender('pushed', 'public.send(jsonb)')",
+        )
+        .unwrap();
     let notices = notices.lock().unwrap().clone();
+    assert_eq!(
+        notices
+            .iter()
+            .filter(|(message, _)| message.contains("background worker is not running"))
+            .count(),
+        2,
+        "{notices:?}"
+    );
     assert!(
         notices.iter().any(
             |(message, hint)| message.contains("background worker is not running")

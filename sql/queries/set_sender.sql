@@ -1,0 +1,8 @@
+-- Queue $1 is delivered by sender $2 (a schema-qualified signature), run as
+-- role $3, $4 jobs at a time; NULLs unregister it. Returns the queue when it
+-- had a sender before.
+UPDATE queue_queues q
+   SET sender = $2, sender_role = $3::regrole, batch_size = $4
+  FROM (SELECT id, sender FROM queue_queues WHERE id = $1 FOR UPDATE) old
+ WHERE q.id = old.id
+RETURNING old.sender IS NOT NULL AS had_sender

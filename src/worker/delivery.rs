@@ -1,0 +1,346 @@
+//! Push delivery in one database, as API.md's protocol says:
+//!
+//! 1. claim a batch of a sender queue under the queue's lease, and commit
+//!    (the attempt is counted there);
+//! 2. lock the jobs still in flight (a cancel, purge or drop now waits),
+//!    call the sender for each in a subtransaction of its own, and commit
+//!    the outcomes with the sender's writes. At most 64 subtransactions
+//!    that wrote go into one commit (the subxid cache of a backend); the
+//!    rest of the batch goes on in the next transaction.
+//!
+//! Jobs that a stopped worker left in flight are claimed again one per
+//! transaction, so that a job that kills its worker (or the server) only
+//! uses up its own attempts.
+
+use pgrx::datum::Uuid;
+use pgrx::pg_sys::{self, Oid};
+
+use super::sender::{Outcome, Sender};
+use super::session::{self, Session};
+use super::shared::{State, SHARED};
+use crate::catalog;
+use crate::db;
+use crate::gucs;
+use crate::jobs;
+use crate::jsonb::Jsonb;
+use crate::policy::add_delay;
+use crate::queries;
+use crate::rules::WORKER_NAME;
+
+/// Subtransactions with a transaction id that one commit may hold before
+/// PostgreSQL's per-backend cache of them overflows (PGPROC_MAX_CACHED_SUBXIDS).
+const WRITES_PER_COMMIT: usize = 64;
+
+/// A job claimed for delivery: its id and the lease it is held under.
+#[derive(Clone, Copy)]
+struct InFlight {
+    id: i64,
+    lease: Uuid,
+}
+
+/// A sender queue as a round sees it.
+struct SenderQueue {
+    id: i32,
+    name: String,
+    batch_size: i32,
+}
+
+/// The worker's side of delivery, kept from round to round.
+pub struct Delivery {
+    slot: usize,
+    /// The queue served last, so that the next round starts after it.
+    last_served: i32,
+}
+
+impl Delivery {
+    pub fn new(slot: usize) -> Delivery {
+        Delivery {
+            slot,
+            last_served: 0,
+        }
+    }
+
+    /// Jobs left in flight by a worker that stopped: each is claimed again
+    /// and delivered on its own (or buried when it has no attempt left, or
+    /// made ready again when its queue lost its sender). Returns how many.
+    pub fn recover(&mut self, session: &Session) -> usize {
+        let orphans: Vec<i64> = session::transaction(|| {
+            session.tables(|client| {
+                db::run(client, &queries::ORPHANS, &[WORKER_NAME.into()])
+                    .filter_map(|r| r.get::<i64>(1).ok().flatten())
+                    .collect()
+            })
+        });
+        for &id in &orphans {
+            let claimed = session::transaction(|| session.tables(|c| reclaim(c, id)));
+            report_stat();
+            if let Some((queue_id, job)) = claimed {
+                self.deliver(session, queue_id, vec![job]);
+            }
+        }
+        orphans.len()
+    }
+
+    /// One batch for each sender queue with due jobs, starting after the
+    /// queue served last. Returns how many jobs were claimed, and whether
+    /// some queue filled its batch (more may be waiting). Stops early when
+    /// `stop()` says so.
+    pub fn round(&mut self, session: &Session, stop: impl Fn() -> bool) -> (usize, bool) {
+        let mut queues = session::transaction(|| session.tables(sender_queues));
+        // round-robin: the queues after the one served last come first
+        queues.sort_by_key(|q| (q.id <= self.last_served, q.id));
+        let (mut claimed, mut full) = (0, false);
+        for queue in queues {
+            if stop() {
+                break;
+            }
+            let size = queue.batch_size.min(gucs::MAX_BATCH_SIZE.get()).max(1) as usize;
+            let batch = session::transaction(|| session.tables(|c| claim(c, &queue, size)));
+            report_stat();
+            self.last_served = queue.id;
+            if batch.is_empty() {
+                continue;
+            }
+            claimed += batch.len();
+            full |= batch.len() == size;
+            self.deliver(session, queue.id, batch);
+        }
+        (claimed, full)
+    }
+
+    /// Step 2 of the protocol for jobs of queue `queue_id` claimed under
+    /// leases, in as many transactions as the sender's writes need.
+    fn deliver(&mut self, session: &Session, queue_id: i32, mut batch: Vec<InFlight>) {
+        self.set_state(State::Delivering);
+        while !batch.is_empty() {
+            batch = session::transaction(|| self.deliver_some(session, queue_id, batch));
+            report_stat();
+        }
+        self.set_state(State::Idle);
+    }
+
+    /// Delivers jobs of `batch` until one commit's worth of writes; returns
+    /// the jobs left for the next transaction.
+    fn deliver_some(
+        &mut self,
+        session: &Session,
+        queue_id: i32,
+        batch: Vec<InFlight>,
+    ) -> Vec<InFlight> {
+        let (check, locked) = session.tables(|client| {
+            let check = check_sender(client, queue_id);
+            let ids: Vec<i64> = batch.iter().map(|j| j.id).collect();
+            let leases: Vec<Uuid> = batch.iter().map(|j| j.lease).collect();
+            let rows = db::run(client, &queries::DELIVER_LOCK, &[ids.into(), leases.into()]);
+            let mut locked: Vec<(i64, Jsonb)> = rows
+                .into_iter()
+                .filter_map(|r| Some((r.get(1).ok()??, r.get(3).ok()??)))
+                .collect();
+            // in claim order (a cancelled job is no longer there)
+            locked.sort_by_key(|(id, _)| batch.iter().position(|j| j.id == *id));
+            (check, locked)
+        });
+        let lease_of = |id: i64| {
+            batch
+                .iter()
+                .find(|j| j.id == id)
+                .expect("a claimed job")
+                .lease
+        };
+        let sender = match check {
+            Check::NoSender => {
+                let ids: Vec<i64> = locked.iter().map(|(id, _)| *id).collect();
+                session.tables(|client| {
+                    db::run(client, &queries::RELEASE, &[ids.into()]);
+                });
+                return Vec::new();
+            }
+            Check::Refused(problem) => {
+                let failed: Vec<(i64, String, bool)> = locked
+                    .iter()
+                    .map(|(id, _)| (*id, problem.clone(), false))
+                    .collect();
+                self.record(session, Vec::new(), failed, &lease_of);
+                return Vec::new();
+            }
+            Check::Ready(sender) => sender,
+        };
+        let (mut delivered, mut failed) = (Vec::new(), Vec::new());
+        let mut writes = 0;
+        let mut done = 0;
+        for (id, job) in &locked {
+            if writes == WRITES_PER_COMMIT {
+                break;
+            }
+            done += 1;
+            match sender.call(job.datum()) {
+                Outcome::Delivered { wrote } => {
+                    writes += wrote as usize;
+                    delivered.push(*id);
+                }
+                Outcome::Failed { message, permanent } => failed.push((*id, message, permanent)),
+            }
+        }
+        self.record(session, delivered, failed, &lease_of);
+        locked[done..]
+            .iter()
+            .map(|(id, _)| InFlight {
+                id: *id,
+                lease: lease_of(*id),
+            })
+            .collect()
+    }
+
+    /// The outcomes of a transaction's calls: delivered jobs succeed, failed
+    /// ones follow their queue's retry policy (QU001: straight to failed).
+    fn record(
+        &self,
+        session: &Session,
+        delivered: Vec<i64>,
+        failed: Vec<(i64, String, bool)>,
+        lease_of: &dyn Fn(i64) -> Uuid,
+    ) {
+        let (succeeded, failures) = (delivered.len(), failed.len());
+        let last_error = failed.last().map(|(_, message, _)| message.clone());
+        session.tables(|client| {
+            if !delivered.is_empty() {
+                jobs::succeed(client, delivered);
+            }
+            for (id, message, permanent) in &failed {
+                jobs::fail(client, *id, lease_of(*id), message, None, *permanent);
+            }
+        });
+        let mut shared = SHARED.exclusive();
+        let me = &mut shared.workers[self.slot];
+        me.delivered += succeeded as i64;
+        me.failed += failures as i64;
+        me.last_active_at = super::shared::now();
+        if let Some(message) = last_error {
+            me.set_last_error(&message);
+        }
+    }
+
+    fn set_state(&self, state: State) {
+        let mut shared = SHARED.exclusive();
+        if shared.workers[self.slot].state.running() {
+            shared.workers[self.slot].state = state;
+        }
+    }
+}
+
+/// Whether a queue's sender can be called now.
+enum Check {
+    NoSender,
+    /// The problem, as the jobs' last_error says it.
+    Refused(String),
+    Ready(Sender),
+}
+
+/// Checked again before every transaction of calls: the registering role
+/// may have been dropped or lost EXECUTE, the function dropped or renamed.
+fn check_sender(client: &mut pgrx::spi::SpiClient<'_>, queue_id: i32) -> Check {
+    let rows = db::run(client, &queries::SENDER_CHECK, &[queue_id.into()]);
+    let Some(row) = rows.into_iter().next() else {
+        return Check::NoSender;
+    };
+    let Some(signature) = row.get::<String>(1).ok().flatten() else {
+        return Check::NoSender;
+    };
+    let function: Option<Oid> = row.get(2).ok().flatten();
+    let role: Oid = row.get(3).ok().flatten().expect("a sender role");
+    let role_name: String = row.get(4).ok().flatten().expect("a role name");
+    let role_exists: bool = row.get(5).ok().flatten().unwrap_or(false);
+    let can_execute: Option<bool> = row.get(6).ok().flatten();
+    match (function, role_exists, can_execute) {
+        (None, _, _) => Check::Refused(format!("sender {signature} does not exist")),
+        (_, false, _) => Check::Refused(format!(
+            "the role that registered sender {signature} (oid {role_name}) no longer exists"
+        )),
+        (Some(function), true, Some(true)) => Check::Ready(Sender { function, role }),
+        _ => Check::Refused(format!(
+            "role {role_name} no longer has EXECUTE on sender {signature}"
+        )),
+    }
+}
+
+fn sender_queues(client: &mut pgrx::spi::SpiClient<'_>) -> Vec<SenderQueue> {
+    db::run(client, &queries::SENDER_QUEUES, &[])
+        .map(|r| SenderQueue {
+            id: r.get(1).ok().flatten().expect("a queue id"),
+            name: r.get(2).ok().flatten().expect("a queue name"),
+            batch_size: r.get(5).ok().flatten().expect("a batch size"),
+        })
+        .collect()
+}
+
+/// Step 1: claims up to `size` due jobs of `queue` for the worker.
+fn claim(client: &mut pgrx::spi::SpiClient<'_>, queue: &SenderQueue, size: usize) -> Vec<InFlight> {
+    let Ok(Some(found)) = catalog::find(client, &queue.name) else {
+        return Vec::new();
+    };
+    if found.id != queue.id || found.paused || found.sender.is_none() {
+        return Vec::new();
+    }
+    jobs::claim(client, &found, size, found.lease_us, Some(WORKER_NAME))
+        .into_iter()
+        .map(|job| InFlight {
+            id: job.id,
+            lease: job.lease,
+        })
+        .collect()
+}
+
+/// A job a stopped worker left in flight: claimed again (a new attempt),
+/// buried when it has none left, or ready again when its queue no longer
+/// has a sender. Returns its queue and claim when it is to be delivered.
+fn reclaim(client: &mut pgrx::spi::SpiClient<'_>, id: i64) -> Option<(i32, InFlight)> {
+    let rows = db::run(
+        client,
+        &queries::ORPHAN_LOCK,
+        &[id.into(), WORKER_NAME.into()],
+    );
+    let row = rows.into_iter().next()?;
+    let attempts: i32 = row.get(1).ok().flatten().expect("attempts");
+    let max_attempts: i32 = row.get(2).ok().flatten().expect("max_attempts");
+    let lease: pgrx::datum::Interval = row.get(3).ok().flatten().expect("a lease");
+    let has_sender: bool = row.get(4).ok().flatten().expect("has_sender");
+    let queue_id: i32 = row.get(5).ok().flatten().expect("a queue id");
+    let now = db::now_us();
+    let stopped = format!("the queue worker stopped during attempt {attempts} of {max_attempts}");
+    if !has_sender {
+        db::run(client, &queries::UNCLAIM, &[id.into()]);
+        return None;
+    }
+    if attempts >= max_attempts {
+        jobs::bury(client, vec![id], now, Some(&stopped));
+        return None;
+    }
+    let expires = db::timestamp(add_delay(now, catalog::micros(&lease)));
+    let lease: Uuid = db::run(
+        client,
+        &queries::RECLAIM,
+        &[id.into(), expires.into(), stopped.as_str().into()],
+    )
+    .first()
+    .get_one()
+    .ok()
+    .flatten()?;
+    Some((queue_id, InFlight { id, lease }))
+}
+
+/// A background worker reports its table statistics itself (PostgreSQL 15),
+/// or autovacuum never hears of its dead tuples. Outside a transaction.
+pub fn report_stat() {
+    unsafe { pg_sys::pgstat_report_stat(false) };
+}
+
+/// When something falls due that no commit will announce (see
+/// next_due.sql), in microseconds since 2000; None: nothing.
+pub fn next_due(client: &mut pgrx::spi::SpiClient<'_>) -> Option<i64> {
+    db::run(client, &queries::NEXT_DUE, &[])
+        .first()
+        .get_one::<pgrx::datum::TimestampWithTimeZone>()
+        .ok()
+        .flatten()
+        .map(|t| t.into_inner())
+}

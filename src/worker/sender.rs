@@ -1,0 +1,137 @@
+//! Calling a sender for one job: in a subtransaction of its own, as the
+//! role that registered it, from the worker's clean settings, within
+//! queue.sender_timeout. Whatever the sender does, the worker gets back
+//! "delivered" or the error it raised, and is itself unchanged.
+
+use pgrx::pg_sys::{self, Oid};
+
+use super::subxact::{self, sqlstate};
+use crate::gucs;
+
+/// A sender ready to be called: its function and the role it runs as.
+#[derive(Clone, Copy)]
+pub struct Sender {
+    pub function: Oid,
+    pub role: Oid,
+}
+
+pub enum Outcome {
+    /// It returned. `wrote`: its subtransaction got a transaction id (it
+    /// wrote to the database), which counts against the subxid cache.
+    Delivered { wrote: bool },
+    /// It raised `message`; `permanent` when with SQLSTATE QU001.
+    Failed { message: String, permanent: bool },
+}
+
+/// SQLSTATE QU001, which a sender raises to fail a job for good.
+const PERMANENT: i32 = sqlstate(*b"QU001");
+
+// From utils/timeout.h, which pgrx does not bind: the statement timeout
+// that InitPostgres registers in every backend, background workers too.
+// When it fires, the next CHECK_FOR_INTERRUPTS raises "canceling statement
+// due to statement timeout".
+const STATEMENT_TIMEOUT: std::ffi::c_int = 3;
+unsafe extern "C" {
+    fn enable_timeout_after(id: std::ffi::c_int, delay_ms: std::ffi::c_int);
+    fn disable_timeout(id: std::ffi::c_int, keep_indicator: bool);
+}
+
+impl Sender {
+    /// Calls the sender with `job` (a jsonb datum).
+    pub fn call(self, job: pg_sys::Datum) -> Outcome {
+        let outcome = subxact::run(|| {
+            self.run(job);
+            unsafe { pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId }
+        });
+        unsafe {
+            disable_timeout(STATEMENT_TIMEOUT, false);
+            // a timeout that fired as the call returned is not the
+            // worker's own statement's
+            pg_sys::QueryCancelPending = 0;
+        }
+        match outcome {
+            Ok(wrote) => Outcome::Delivered { wrote },
+            Err(raised) => Outcome::Failed {
+                permanent: raised.code == PERMANENT,
+                message: raised.message,
+            },
+        }
+    }
+
+    /// The call itself, inside the subtransaction. On error the
+    /// subtransaction's rollback undoes what this set up.
+    fn run(self, job: pg_sys::Datum) {
+        unsafe {
+            let nest = pg_sys::NewGUCNestLevel();
+            // Names the sender does not qualify never resolve to objects
+            // that other roles could plant on a search_path.
+            set_for_scope(c"search_path", c"pg_catalog, pg_temp");
+            let (mut user, mut security) = (Oid::INVALID, 0);
+            pg_sys::GetUserIdAndSecContext(&mut user, &mut security);
+            // Not SET ROLE: inside a security-restricted operation the
+            // sender can neither RESET ROLE back to the worker's identity
+            // nor SET ROLE to anyone else.
+            pg_sys::SetUserIdAndSecContext(
+                self.role,
+                security
+                    | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32
+                    | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
+            );
+            pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+            let timeout = gucs::SENDER_TIMEOUT_MS.get();
+            if timeout > 0 {
+                enable_timeout_after(STATEMENT_TIMEOUT, timeout);
+            }
+            call_ignoring_result(self.function, job);
+            disable_timeout(STATEMENT_TIMEOUT, false);
+            // a timeout or cancel that came in at the very end fails this job
+            pgrx::check_for_interrupts!();
+            pg_sys::PopActiveSnapshot();
+            pg_sys::SetUserIdAndSecContext(user, security);
+            // the sender's SETs, LOCAL or not, end here
+            pg_sys::AtEOXact_GUC(false, nest);
+            pg_sys::CommandCounterIncrement();
+        }
+    }
+}
+
+/// Calls `function(argument)` through fmgr. Unlike FunctionCall1Coll, a
+/// NULL result is fine: a `RETURNS void` SQL function returns one.
+unsafe fn call_ignoring_result(function: Oid, argument: pg_sys::Datum) {
+    unsafe {
+        let mut flinfo: pg_sys::FmgrInfo = std::mem::zeroed();
+        pg_sys::fmgr_info(function, &mut flinfo);
+        let size = std::mem::size_of::<pg_sys::FunctionCallInfoBaseData>()
+            + std::mem::size_of::<pg_sys::NullableDatum>();
+        let fcinfo = pg_sys::palloc0(size) as *mut pg_sys::FunctionCallInfoBaseData;
+        (*fcinfo).flinfo = &mut flinfo;
+        (*fcinfo).fncollation = pg_sys::InvalidOid;
+        (*fcinfo).nargs = 1;
+        *(*fcinfo).args.as_mut_ptr() = pg_sys::NullableDatum {
+            value: argument,
+            isnull: false,
+        };
+        let entry = flinfo.fn_addr.expect("a function's entry point");
+        // the boundary turns an error raised inside into a Rust panic,
+        // which subxact::run catches
+        pg_sys::ffi::pg_guard_ffi_boundary(|| entry(fcinfo));
+        pg_sys::pfree(fcinfo.cast());
+    }
+}
+
+/// Sets a setting until the current GUC nest level ends, as a function's
+/// SET clause does.
+pub fn set_for_scope(name: &std::ffi::CStr, value: &std::ffi::CStr) {
+    unsafe {
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_SUSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+    }
+}

@@ -1,0 +1,61 @@
+//! How the worker runs its own statements: as `db::with_tables` does for
+//! the API, with the extension's schema on the search_path, and with every
+//! setting undone afterwards, so that no sender ever runs with them.
+
+use std::ffi::CString;
+use std::panic::AssertUnwindSafe;
+
+use pgrx::pg_sys;
+use pgrx::spi::SpiClient;
+use pgrx::Spi;
+
+use super::sender::set_for_scope;
+use crate::db;
+
+/// Runs `f` in a transaction of its own. (The worker's state that `f`
+/// touches is only ever used by this process, and an error ends it.)
+pub fn transaction<R>(f: impl FnOnce() -> R) -> R {
+    pgrx::bgworkers::BackgroundWorker::transaction(AssertUnwindSafe(f))
+}
+
+/// The search_path of the worker's statements: the extension's schema
+/// after pg_catalog, so that nothing another role creates can stand in
+/// for what they call.
+pub struct Session {
+    search_path: CString,
+}
+
+impl Session {
+    /// None when the extension is not installed in this database (the
+    /// caller is in a transaction).
+    pub fn find() -> Option<Session> {
+        let schema = Spi::get_one::<String>(
+            "SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e \
+               JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
+              WHERE e.extname = 'queue'",
+        )
+        .ok()
+        .flatten()?;
+        Some(Session {
+            search_path: CString::new(format!("pg_catalog, {schema}, pg_temp"))
+                .expect("a schema name without NUL"),
+        })
+    }
+
+    /// Runs `f` with the extension's tables (the caller is in a transaction).
+    pub fn tables<R>(&self, f: impl FnOnce(&mut SpiClient<'_>) -> R) -> R {
+        self.scoped(|| db::with_tables(f))
+    }
+
+    /// Runs `f` with the worker's search_path, then undoes every setting
+    /// made meanwhile.
+    pub fn scoped<R>(&self, f: impl FnOnce() -> R) -> R {
+        unsafe {
+            let nest = pg_sys::NewGUCNestLevel();
+            set_for_scope(c"search_path", &self.search_path);
+            let result = f();
+            pg_sys::AtEOXact_GUC(false, nest);
+            result
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! What the worker does for its database besides delivering: it buries
+//! in-flight jobs whose lease expired with no attempt left (in every queue,
+//! pull queues too), and runs queue_maintain() (retention cleanup, folding
+//! the counters, rotating the live ring) every queue.upkeep_interval.
+
+use pgrx::Spi;
+
+use super::delivery::report_stat;
+use super::session::{self, Session};
+use super::subxact;
+use crate::db;
+use crate::gucs;
+use crate::jobs;
+use crate::queries;
+
+/// Jobs buried per transaction.
+const EXPIRED_PER_TRANSACTION: i32 = 1_000;
+/// What queue_cleanup() removes at most per call: a call that removed this
+/// many leaves more, and the next upkeep comes soon.
+const CLEANUP_CHUNK: i64 = 10_000;
+
+/// How often expired leases are looked for (they are found by index, but
+/// a busy worker need not look between every two batches).
+const EXPIRED_EVERY_US: i64 = 1_000_000;
+
+pub struct Upkeep {
+    next_expired: i64,
+    next_maintenance: i64,
+}
+
+impl Upkeep {
+    pub fn new() -> Upkeep {
+        Upkeep {
+            next_expired: 0,
+            next_maintenance: 0,
+        }
+    }
+
+    /// Does what is due at `now`.
+    pub fn run(&mut self, session: &Session, now: i64) {
+        if now >= self.next_expired {
+            bury_expired(session, now);
+            self.next_expired = now + EXPIRED_EVERY_US;
+        }
+        if now >= self.next_maintenance {
+            let cleaned = maintain(session);
+            let pause = if cleaned >= CLEANUP_CHUNK {
+                1_000_000
+            } else {
+                gucs::UPKEEP_INTERVAL_S.get() as i64 * 1_000_000
+            };
+            self.next_maintenance = now + pause;
+        }
+    }
+}
+
+fn bury_expired(session: &Session, now: i64) {
+    loop {
+        let buried = session::transaction(|| {
+            session.tables(|client| {
+                let ids: Vec<i64> = db::run(
+                    client,
+                    &queries::EXPIRE_LEASES,
+                    &[db::timestamp(now).into(), EXPIRED_PER_TRANSACTION.into()],
+                )
+                .filter_map(|r| r.get::<i64>(1).ok().flatten())
+                .collect();
+                let n = ids.len();
+                jobs::bury(client, ids, now, None);
+                n
+            })
+        });
+        report_stat();
+        if buried < EXPIRED_PER_TRANSACTION as usize {
+            return;
+        }
+    }
+}
+
+/// queue_maintain(), as its owner would call it. It never waits long for a
+/// lock; should it fail anyway, the worker logs it and goes on. Returns how
+/// many finished jobs it removed.
+fn maintain(session: &Session) -> i64 {
+    let outcome = session::transaction(|| {
+        session.scoped(|| {
+            subxact::run(|| {
+                Spi::get_one::<i64>("SELECT cleaned FROM queue_maintain()")
+                    .ok()
+                    .flatten()
+                    .unwrap_or(0)
+            })
+        })
+    });
+    report_stat();
+    outcome.unwrap_or_else(|raised| {
+        pgrx::warning!("queue worker: upkeep failed: {}", raised.message);
+        0
+    })
+}

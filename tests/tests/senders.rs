@@ -1,0 +1,601 @@
+//! Push delivery through sender hooks, on a cluster with the library
+//! preloaded: exactly once, the retry policy, QU001, the sender's role and
+//! settings, revoked privileges, search_path hijacks, a crash of the
+//! server, a sender that kills its worker, cancels during delivery, and
+//! unregistering. Deadlines are generous; nothing here asserts a timing.
+
+use std::collections::HashSet;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use queue_client_tests::{enqueue_many, one, Client, Cluster};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Waits until `f` holds, or fails the test after DEADLINE.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        sleep(Duration::from_millis(50));
+    }
+}
+
+/// (status, count) of the jobs of `queue`.
+fn statuses(client: &mut Client, queue: &str) -> Vec<(String, i64)> {
+    client
+        .query(
+            "SELECT status, count(*) FROM queue_jobs WHERE queue = $1 GROUP BY 1 ORDER BY 1",
+            &[&queue],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+/// Waits until every job of `queue` has ended (no pending or processing).
+fn drained(client: &mut Client, queue: &str) {
+    eventually(&format!("queue {queue} to drain"), || {
+        one::<i64>(
+            client,
+            "SELECT count(*) FROM queue_jobs WHERE queue = $1 AND status IN ('pending', 'processing')",
+            &[&queue],
+        ) == 0
+    });
+}
+
+/// A role `mailer` (no superuser) and a table `app.sent` that senders write
+/// to: one row per call that committed.
+fn setup(client: &mut Client) {
+    client
+        .batch_execute(
+            "CREATE ROLE mailer LOGIN;
+             CREATE SCHEMA app;
+             GRANT USAGE ON SCHEMA app TO mailer;
+             CREATE TABLE app.sent (job bigint, attempt int, who text, note text);
+             GRANT INSERT, SELECT ON app.sent TO mailer;",
+        )
+        .unwrap();
+}
+
+/// `queue` owned by `mailer`, delivered by `sender` as mailer.
+fn mailer_queue(client: &mut Client, queue: &str, sender: &str, options: &str) {
+    client
+        .batch_execute(&format!(
+            "SET ROLE mailer;
+             SELECT queue_create('{queue}'{options});
+             SELECT queue_register_sender('{queue}', '{sender}', 10);
+             RESET ROLE;"
+        ))
+        .unwrap();
+}
+
+fn sent_jobs(client: &mut Client) -> Vec<i64> {
+    client
+        .query("SELECT job FROM app.sent ORDER BY job", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[test]
+fn a_thousand_jobs_are_delivered_exactly_once() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    setup(&mut client);
+    client
+        .batch_execute(
+            "CREATE FUNCTION app.deliver(job jsonb) RETURNS void LANGUAGE sql AS $$
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, (job->>'attempt')::int,
+                                              current_user, job->'payload'->>'i')
+             $$;",
+        )
+        .unwrap();
+    mailer_queue(&mut client, "e2e", "app.deliver(jsonb)", "");
+    let mut ids = enqueue_many(&mut client, "e2e", 1000);
+    drained(&mut client, "e2e");
+    assert_eq!(
+        statuses(&mut client, "e2e"),
+        [("succeeded".to_string(), 1000)]
+    );
+    ids.sort_unstable();
+    assert_eq!(
+        sent_jobs(&mut client),
+        ids,
+        "each job's effect exactly once"
+    );
+    let (who, attempts): (String, i64) = {
+        let row = client
+            .query_one("SELECT min(who), max(attempt) FROM app.sent", &[])
+            .unwrap();
+        (row.get(0), row.get::<_, i32>(1) as i64)
+    };
+    assert_eq!((who.as_str(), attempts), ("mailer", 1));
+    let (sender, delivered): (Option<String>, i64) = {
+        let row = client
+            .query_one(
+                "SELECT s.sender, w.jobs_delivered FROM queue_stats s, queue_workers w
+                  WHERE s.queue = 'e2e' AND w.database = current_database()",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(sender.as_deref(), Some("app.deliver(jsonb)"));
+    assert!(delivered >= 1000, "{delivered}");
+}
+
+#[test]
+fn failures_follow_the_retry_policy_and_roll_back() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    setup(&mut client);
+    client
+        .batch_execute(
+            "CREATE FUNCTION app.flaky(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 -- a write that must not survive the failed attempt
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, (job->>'attempt')::int,
+                                              current_user, 'written before the error');
+                 IF job->'payload'->>'kind' = 'permanent' THEN
+                     RAISE EXCEPTION 'no such mailbox' USING ERRCODE = 'QU001';
+                 END IF;
+                 RAISE EXCEPTION 'smtp down (attempt %)', job->>'attempt';
+             END $$;",
+        )
+        .unwrap();
+    mailer_queue(
+        &mut client,
+        "flaky",
+        "app.flaky(jsonb)",
+        ", max_attempts => 3, backoff => 'fixed', retry_delay => '200 ms'",
+    );
+    let retried: i64 = one(&mut client, "SELECT queue_enqueue('flaky', '{}')", &[]);
+    let permanent: i64 = one(
+        &mut client,
+        "SELECT queue_enqueue('flaky', '{\"kind\": \"permanent\"}')",
+        &[],
+    );
+    drained(&mut client, "flaky");
+    let job = |client: &mut Client, id: i64| -> (String, i32, String) {
+        let row = client
+            .query_one(
+                "SELECT status, attempts, last_error FROM queue_job($1)",
+                &[&id],
+            )
+            .unwrap();
+        (row.get(0), row.get(1), row.get(2))
+    };
+    assert_eq!(
+        job(&mut client, retried),
+        ("failed".into(), 3, "smtp down (attempt 3)".into())
+    );
+    assert_eq!(
+        job(&mut client, permanent),
+        ("failed".into(), 1, "no such mailbox".into())
+    );
+    assert!(
+        sent_jobs(&mut client).is_empty(),
+        "failed attempts wrote nothing"
+    );
+    let failed_total: i64 = one(
+        &mut client,
+        "SELECT failed_total FROM queue_stats WHERE queue = 'flaky'",
+        &[],
+    );
+    assert_eq!(failed_total, 2);
+}
+
+#[test]
+fn a_sender_runs_as_its_role_and_cannot_leave_it() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    setup(&mut client);
+    client
+        .batch_execute(
+            "CREATE FUNCTION app.escape(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             DECLARE
+                 outcome text;
+             BEGIN
+                 BEGIN
+                     RESET ROLE;
+                     outcome := 'reset role: now ' || current_user;
+                 EXCEPTION WHEN OTHERS THEN
+                     outcome := 'reset role refused';
+                 END;
+                 BEGIN
+                     SET ROLE postgres;
+                     outcome := outcome || ', set role: now ' || current_user;
+                 EXCEPTION WHEN OTHERS THEN
+                     outcome := outcome || ', set role refused';
+                 END;
+                 BEGIN
+                     SET SESSION AUTHORIZATION postgres;
+                     outcome := outcome || ', session authorization: now ' || current_user;
+                 EXCEPTION WHEN OTHERS THEN
+                     outcome := outcome || ', session authorization refused';
+                 END;
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, (job->>'attempt')::int,
+                     current_user || '/' || (SELECT CASE WHEN rolsuper THEN 'superuser' ELSE 'no superuser' END
+                                             FROM pg_catalog.pg_roles WHERE rolname = current_user),
+                     outcome);
+             END $$;",
+        )
+        .unwrap();
+    mailer_queue(&mut client, "roles", "app.escape(jsonb)", "");
+    client
+        .batch_execute("SELECT queue_enqueue('roles', '{}')")
+        .unwrap();
+    drained(&mut client, "roles");
+    let row = client
+        .query_one("SELECT who, note FROM app.sent", &[])
+        .unwrap();
+    let (who, note): (String, String) = (row.get(0), row.get(1));
+    assert_eq!(who, "mailer/no superuser");
+    assert_eq!(
+        note,
+        "reset role refused, set role refused, session authorization refused"
+    );
+}
+
+#[test]
+fn settings_of_one_sender_never_reach_the_next() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    setup(&mut client);
+    client
+        .batch_execute(
+            "CREATE FUNCTION app.setter(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 SET work_mem = '77MB';
+                 SET search_path = app, public;
+                 PERFORM set_config('application_name', 'changed', false);
+                 PERFORM set_config('statement_timeout', '1', true);
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user, 'setter');
+             END $$;
+             CREATE FUNCTION app.reader(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user,
+                     concat_ws(' | ', current_setting('work_mem'), current_setting('search_path'),
+                               current_setting('application_name'),
+                               current_setting('statement_timeout')));
+             END $$;",
+        )
+        .unwrap();
+    mailer_queue(&mut client, "setter", "app.setter(jsonb)", "");
+    mailer_queue(&mut client, "reader", "app.reader(jsonb)", "");
+    // both in one round: the setter's queue comes first (lower id)
+    client
+        .batch_execute(
+            "BEGIN;
+             SELECT queue_enqueue('setter', '{}') FROM generate_series(1, 3);
+             SELECT queue_enqueue('reader', '{}') FROM generate_series(1, 3);
+             COMMIT;",
+        )
+        .unwrap();
+    drained(&mut client, "setter");
+    drained(&mut client, "reader");
+    let seen: Vec<String> = client
+        .query(
+            "SELECT DISTINCT note FROM app.sent WHERE note <> 'setter'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(seen, ["4MB | pg_catalog, pg_temp | queue worker | 0"]);
+}
+
+#[test]
+fn a_role_that_loses_execute_or_is_dropped_is_not_delivered_for() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    setup(&mut client);
+    client
+        .batch_execute(
+            "CREATE FUNCTION app.deliver(job jsonb) RETURNS void LANGUAGE sql AS $$
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user, 'sent')
+             $$;
+             CREATE ROLE temp_mailer;
+             GRANT USAGE ON SCHEMA app TO temp_mailer;
+             GRANT INSERT ON app.sent TO temp_mailer;",
+        )
+        .unwrap();
+    mailer_queue(
+        &mut client,
+        "revoked",
+        "app.deliver(jsonb)",
+        ", max_attempts => 1",
+    );
+    client
+        .batch_execute(
+            "SET ROLE temp_mailer;
+             SELECT queue_create('orphaned', max_attempts => 1);
+             SELECT queue_register_sender('orphaned', 'app.deliver(jsonb)');
+             RESET ROLE;
+             REVOKE EXECUTE ON FUNCTION app.deliver(jsonb) FROM PUBLIC;
+             GRANT EXECUTE ON FUNCTION app.deliver(jsonb) TO temp_mailer;
+             REVOKE ALL ON FUNCTION app.deliver(jsonb) FROM temp_mailer;
+             REVOKE ALL ON app.sent FROM temp_mailer;
+             REVOKE ALL ON SCHEMA app FROM temp_mailer;
+             DROP ROLE temp_mailer;
+             SELECT queue_enqueue('revoked', '{}');
+             SELECT queue_enqueue('orphaned', '{}');",
+        )
+        .unwrap();
+    drained(&mut client, "revoked");
+    drained(&mut client, "orphaned");
+    assert!(sent_jobs(&mut client).is_empty());
+    let errors: Vec<(String, String)> = client
+        .query(
+            "SELECT queue, last_error FROM queue_failed ORDER BY queue",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(errors[0].0, "orphaned");
+    assert!(errors[0].1.contains("no longer exists"), "{errors:?}");
+    assert_eq!(errors[1].0, "revoked");
+    assert_eq!(
+        errors[1].1,
+        "role mailer no longer has EXECUTE on sender app.deliver(jsonb)"
+    );
+}
+
+#[test]
+fn a_search_path_hijack_is_never_executed() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    setup(&mut client);
+    // The sender calls helper() unqualified, meaning its own app.helper;
+    // an attacker who may create objects in public plants look-alikes.
+    client
+        .batch_execute(
+            "CREATE FUNCTION app.helper(job jsonb) RETURNS text LANGUAGE sql AS $$ SELECT 'app' $$;
+             CREATE FUNCTION app.deliver(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user, helper(job));
+             END $$;
+             CREATE ROLE mallory;
+             GRANT CREATE, USAGE ON SCHEMA public TO mallory;
+             CREATE TABLE public.hijacked (who text);
+             GRANT INSERT ON public.hijacked TO mallory;
+             SET ROLE mallory;
+             CREATE FUNCTION public.helper(job jsonb) RETURNS text LANGUAGE sql AS $$
+                 INSERT INTO public.hijacked VALUES (current_user) RETURNING 'public'
+             $$;
+             CREATE FUNCTION public.deliver(job jsonb) RETURNS void LANGUAGE sql AS $$
+                 INSERT INTO public.hijacked VALUES (current_user)
+             $$;
+             CREATE FUNCTION public.gen_random_uuid() RETURNS uuid LANGUAGE sql AS $$
+                 INSERT INTO public.hijacked VALUES (current_user) RETURNING NULL::uuid
+             $$;
+             RESET ROLE;
+             SET search_path = app, public;",
+        )
+        .unwrap();
+    // registered by its unqualified name, with app first on the path
+    client
+        .batch_execute(
+            "SET ROLE mailer;
+             SELECT queue_create('hijack', max_attempts => 1);
+             SELECT queue_register_sender('hijack', 'deliver(jsonb)');
+             RESET ROLE;
+             SELECT queue_enqueue('hijack', '{}');",
+        )
+        .unwrap();
+    drained(&mut client, "hijack");
+    let hijacked: i64 = one(&mut client, "SELECT count(*) FROM public.hijacked", &[]);
+    assert_eq!(hijacked, 0, "no look-alike ran");
+    let sender: String = one(
+        &mut client,
+        "SELECT sender FROM queue_stats WHERE queue = 'hijack'",
+        &[],
+    );
+    assert_eq!(sender, "app.deliver(jsonb)");
+    // the unqualified call found nothing on the worker's search_path
+    let error: String = one(&mut client, "SELECT last_error FROM queue_failed", &[]);
+    assert!(error.contains("helper(jsonb) does not exist"), "{error}");
+}
+
+#[test]
+fn a_crash_during_delivery_loses_nothing_and_duplicates_nothing() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    setup(&mut client);
+    client
+        .batch_execute(
+            "CREATE FUNCTION app.slow(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 PERFORM pg_sleep(0.005);
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, (job->>'attempt')::int,
+                                              current_user, 'sent');
+             END $$;",
+        )
+        .unwrap();
+    mailer_queue(&mut client, "crash", "app.slow(jsonb)", "");
+    let mut ids = enqueue_many(&mut client, "crash", 600);
+    eventually("some jobs to be delivered", || {
+        one::<i64>(&mut client, "SELECT count(*) FROM app.sent", &[]) > 50
+    });
+    cluster.crash();
+    cluster.start_server();
+    let mut client = cluster.connect();
+    drained(&mut client, "crash");
+    assert_eq!(
+        statuses(&mut client, "crash"),
+        [("succeeded".to_string(), 600)]
+    );
+    ids.sort_unstable();
+    assert_eq!(
+        sent_jobs(&mut client),
+        ids,
+        "every job's effect exactly once"
+    );
+}
+
+#[test]
+fn a_sender_that_kills_its_worker_uses_up_only_its_own_attempts() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    setup(&mut client);
+    // registered by a superuser, who may terminate the worker's backend
+    client
+        .batch_execute(
+            "CREATE FUNCTION app.poison(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF job->'payload' ? 'poison' THEN
+                     PERFORM pg_terminate_backend(pg_backend_pid());
+                 END IF;
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, (job->>'attempt')::int,
+                                              current_user, 'sent');
+             END $$;
+             SELECT queue_create('poison', max_attempts => 3, retry_delay => '0');
+             SELECT queue_register_sender('poison', 'app.poison(jsonb)', 10);
+             SELECT queue_pause('poison');",
+        )
+        .unwrap();
+    let mut ids = enqueue_many(&mut client, "poison", 4);
+    let poison: i64 = one(
+        &mut client,
+        "SELECT queue_enqueue('poison', '{\"poison\": true}')",
+        &[],
+    );
+    ids.extend(enqueue_many(&mut client, "poison", 5));
+    client
+        .batch_execute("SELECT queue_resume('poison')")
+        .unwrap();
+    drained(&mut client, "poison");
+    let row = client
+        .query_one(
+            "SELECT status, attempts, last_error FROM queue_job($1)",
+            &[&poison],
+        )
+        .unwrap();
+    let (status, attempts, error): (String, i32, String) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!((status.as_str(), attempts), ("failed", 3));
+    assert_eq!(error, "the queue worker stopped during attempt 3 of 3");
+    ids.sort_unstable();
+    assert_eq!(
+        sent_jobs(&mut client),
+        ids,
+        "the others were delivered once"
+    );
+    let succeeded: i64 = one(
+        &mut client,
+        "SELECT count(*) FROM queue_jobs WHERE queue = 'poison' AND status = 'succeeded'",
+        &[],
+    );
+    assert_eq!(succeeded, 9);
+}
+
+#[test]
+fn a_cancel_during_delivery_waits_and_never_leaves_an_effect() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    setup(&mut client);
+    client
+        .batch_execute(
+            "CREATE FUNCTION app.slow(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 PERFORM pg_sleep(CASE WHEN job->'payload' ? 'slow' THEN 1 ELSE 0.003 END);
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, (job->>'attempt')::int,
+                                              current_user, 'sent');
+             END $$;",
+        )
+        .unwrap();
+    mailer_queue(&mut client, "cancel", "app.slow(jsonb)", "");
+    // A job in the same batch as a slow one: its cancel waits for the
+    // batch, and finds it delivered.
+    client
+        .batch_execute("SELECT queue_pause('cancel')")
+        .unwrap();
+    let slow: i64 = one(
+        &mut client,
+        "SELECT queue_enqueue('cancel', '{\"slow\": 1}')",
+        &[],
+    );
+    let next: i64 = one(&mut client, "SELECT queue_enqueue('cancel', '{}')", &[]);
+    client
+        .batch_execute("SELECT queue_resume('cancel')")
+        .unwrap();
+    eventually("the slow job to be in delivery", || {
+        one::<i64>(
+            &mut client,
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'queue worker'
+                AND wait_event = 'PgSleep'",
+            &[],
+        ) > 0
+    });
+    let cancelled: bool = one(&mut client, "SELECT queue_cancel($1)", &[&next]);
+    assert!(!cancelled, "the job was delivered while the cancel waited");
+    assert_eq!(sent_jobs(&mut client), [slow, next]);
+
+    // Many cancels racing deliveries: a job ends cancelled exactly when
+    // its cancel said so, and then no effect of it exists.
+    let ids = enqueue_many(&mut client, "cancel", 400);
+    let mut said_cancelled = HashSet::new();
+    for id in ids.iter().step_by(3) {
+        if one::<bool>(&mut client, "SELECT queue_cancel($1)", &[id]) {
+            said_cancelled.insert(*id);
+        }
+    }
+    drained(&mut client, "cancel");
+    let sent: HashSet<i64> = sent_jobs(&mut client).into_iter().collect();
+    for id in &ids {
+        let status: String = one(&mut client, "SELECT status FROM queue_job($1)", &[id]);
+        if said_cancelled.contains(id) {
+            assert_eq!(status, "cancelled", "job {id}");
+            assert!(!sent.contains(id), "cancelled job {id} has an effect");
+        } else {
+            assert_eq!(status, "succeeded", "job {id}");
+            assert!(sent.contains(id), "job {id} has no effect");
+        }
+    }
+    assert!(!said_cancelled.is_empty() && said_cancelled.len() < 134);
+}
+
+#[test]
+fn unregistering_stops_delivery() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    setup(&mut client);
+    client
+        .batch_execute(
+            "CREATE FUNCTION app.deliver(job jsonb) RETURNS void LANGUAGE sql AS $$
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user, 'sent')
+             $$;",
+        )
+        .unwrap();
+    mailer_queue(&mut client, "unreg", "app.deliver(jsonb)", "");
+    let first: i64 = one(&mut client, "SELECT queue_enqueue('unreg', '{}')", &[]);
+    drained(&mut client, "unreg");
+    let unregistered: bool = one(&mut client, "SELECT queue_unregister_sender('unreg')", &[]);
+    assert!(unregistered);
+    let again: bool = one(&mut client, "SELECT queue_unregister_sender('unreg')", &[]);
+    assert!(!again);
+    let missing: bool = one(&mut client, "SELECT queue_unregister_sender('nope')", &[]);
+    assert!(!missing);
+    let second: i64 = one(&mut client, "SELECT queue_enqueue('unreg', '{}')", &[]);
+    sleep(Duration::from_secs(2));
+    assert_eq!(
+        sent_jobs(&mut client),
+        [first],
+        "nothing delivered after unregistering"
+    );
+    // a pull queue again
+    let claimed: i64 = one(&mut client, "SELECT id FROM queue_claim('unreg')", &[]);
+    assert_eq!(claimed, second);
+    let sender: Option<String> = one(
+        &mut client,
+        "SELECT sender FROM queue_stats WHERE queue = 'unreg'",
+        &[],
+    );
+    assert_eq!(sender, None);
+}
