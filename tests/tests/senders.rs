@@ -599,3 +599,174 @@ fn unregistering_stops_delivery() {
     );
     assert_eq!(sender, None);
 }
+
+#[test]
+fn a_hung_sender_is_cancelled_by_the_timeout() {
+    let cluster = Cluster::start_with(&["queue.sender_timeout = 300"]);
+    let mut client = cluster.connect();
+    setup(&mut client);
+    client
+        .batch_execute(
+            "CREATE FUNCTION app.hang(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF job->'payload' ? 'hang' THEN
+                     PERFORM pg_sleep(30);
+                 END IF;
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user, 'sent');
+             END $$;",
+        )
+        .unwrap();
+    mailer_queue(
+        &mut client,
+        "hang",
+        "app.hang(jsonb)",
+        ", max_attempts => 2, retry_delay => '0'",
+    );
+    let hung: i64 = one(
+        &mut client,
+        "SELECT queue_enqueue('hang', '{\"hang\": 1}')",
+        &[],
+    );
+    let fine: i64 = one(&mut client, "SELECT queue_enqueue('hang', '{}')", &[]);
+    drained(&mut client, "hang");
+    let row = client
+        .query_one(
+            "SELECT status, attempts, last_error FROM queue_job($1)",
+            &[&hung],
+        )
+        .unwrap();
+    let (status, attempts, error): (String, i32, String) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(
+        (status.as_str(), attempts, error.as_str()),
+        ("failed", 2, "canceling statement due to statement timeout")
+    );
+    assert_eq!(sent_jobs(&mut client), [fine]);
+}
+
+#[test]
+fn scheduled_jobs_are_delivered_when_due_even_after_the_worker_left() {
+    // no polling to speak of: only the due time can bring the job out
+    let cluster = Cluster::start_with(&["queue.idle_exit = 1", "queue.poll_interval = '1h'"]);
+    let mut client = cluster.connect();
+    setup(&mut client);
+    client
+        .batch_execute(
+            "CREATE FUNCTION app.deliver(job jsonb) RETURNS void LANGUAGE sql AS $$
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user,
+                                              clock_timestamp()::text)
+             $$;",
+        )
+        .unwrap();
+    mailer_queue(&mut client, "later", "app.deliver(jsonb)", "");
+    let id: i64 = one(
+        &mut client,
+        "SELECT queue_enqueue('later', '{}', delay => '4 seconds')",
+        &[],
+    );
+    // the worker gives its slot back meanwhile
+    eventually("the worker to exit idle", || {
+        one::<i64>(
+            &mut client,
+            "SELECT count(*) FROM queue_workers WHERE pid IS NOT NULL",
+            &[],
+        ) == 0
+    });
+    drained(&mut client, "later");
+    let on_time: bool = one(
+        &mut client,
+        "SELECT s.note::timestamptz >= j.run_at FROM app.sent s, queue_job($1) j",
+        &[&id],
+    );
+    assert!(on_time, "delivered before it was due");
+}
+
+#[test]
+fn a_slow_queue_does_not_starve_another() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    setup(&mut client);
+    client
+        .batch_execute(
+            "CREATE FUNCTION app.slow(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 PERFORM pg_sleep(0.05);
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user, 'slow');
+             END $$;
+             CREATE FUNCTION app.fast(job jsonb) RETURNS void LANGUAGE sql AS $$
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user, 'fast')
+             $$;",
+        )
+        .unwrap();
+    mailer_queue(&mut client, "slow", "app.slow(jsonb)", "");
+    mailer_queue(&mut client, "fast", "app.fast(jsonb)", "");
+    // 300 slow jobs (15 s of work), then 30 fast ones
+    enqueue_many(&mut client, "slow", 300);
+    eventually("the slow queue to be in delivery", || {
+        one::<i64>(&mut client, "SELECT count(*) FROM app.sent", &[]) > 0
+    });
+    enqueue_many(&mut client, "fast", 30);
+    drained(&mut client, "fast");
+    let slow_left: i64 = one(
+        &mut client,
+        "SELECT count(*) FROM queue_jobs WHERE queue = 'slow' AND status = 'pending'",
+        &[],
+    );
+    assert!(
+        slow_left > 100,
+        "the fast queue waited for the slow backlog ({slow_left} left)"
+    );
+}
+
+#[test]
+fn the_worker_buries_expired_leases_and_cleans_up() {
+    let cluster = Cluster::start_with(&["queue.upkeep_interval = 1"]);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "SELECT queue_create('pull', max_attempts => 1, retention => '0');
+             SELECT queue_enqueue('pull', '{}') FROM generate_series(1, 3);",
+        )
+        .unwrap();
+    // one job claimed and abandoned, two completed
+    let abandoned: i64 = one(
+        &mut client,
+        "SELECT id FROM queue_claim('pull', 'gone', 1, lease => '500 ms')",
+        &[],
+    );
+    client
+        .batch_execute(
+            "SELECT queue_complete(id, lease) FROM queue_claim('pull', 'done', 2, '1 hour')",
+        )
+        .unwrap();
+    eventually("the abandoned job to be buried", || {
+        one::<String>(
+            &mut client,
+            "SELECT status FROM queue_job($1)",
+            &[&abandoned],
+        ) == "failed"
+    });
+    let error: String = one(
+        &mut client,
+        "SELECT last_error FROM queue_job($1)",
+        &[&abandoned],
+    );
+    assert_eq!(error, "lease expired during attempt 1 of 1 (worker gone)");
+    // retention 0: the worker's upkeep removes the succeeded jobs
+    eventually("retention cleanup", || {
+        one::<i64>(
+            &mut client,
+            "SELECT count(*) FROM queue_jobs WHERE status = 'succeeded'",
+            &[],
+        ) == 0
+    });
+    let totals: (i64, i64) = {
+        let row = client
+            .query_one(
+                "SELECT succeeded_total, failed_total FROM queue_stats WHERE queue = 'pull'",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(totals, (2, 1));
+}
