@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts a throwaway cluster with the installed extension preloaded, shows a
-# queue at work (enqueue, claim, fail, retry, complete, the DBA views and a
-# dead letter retried), and stops it again.
+# queue at work (enqueue, claim, fail, retry, complete, the DBA views, a
+# dead letter retried, and a queue delivered by a sender), and stops it again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

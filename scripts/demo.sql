@@ -54,3 +54,46 @@ SELECT w.database, w.state, a.backend_type, a.application_name
 SELECT id, queue_retry(id) AS retried FROM queue_failed WHERE queue = 'emails';
 SELECT id, attempt, queue_complete(id, lease) AS completed FROM queue_claim('emails', 'worker-2');
 SELECT queue, pending, succeeded, failed, enqueued_total, succeeded_total, failed_total FROM queue_stats;
+
+\echo
+\echo '== 9. Push delivery: a webhook queue delivered by the background worker through a sender'
+-- The sender is a plain SQL function of one jsonb argument. It runs as the
+-- role that registers it, with search_path = pg_catalog, pg_temp: qualify
+-- every name. Here it records the call in an outbox table; a real one could
+-- call pg_net or write to a table another system reads.
+CREATE ROLE hooks;
+CREATE SCHEMA hooks AUTHORIZATION hooks;
+SET ROLE hooks;
+CREATE TABLE hooks.outbox (job_id bigint, attempt int, url text, sent_by name, sent_at timestamptz DEFAULT clock_timestamp());
+CREATE FUNCTION hooks.post(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF job->'payload'->>'url' NOT LIKE 'https://%' THEN
+        -- QU001: no retry can fix this one
+        RAISE EXCEPTION 'not an https URL: %', job->'payload'->>'url' USING ERRCODE = 'QU001';
+    END IF;
+    IF (job->'payload'->>'flaky')::boolean AND (job->>'attempt')::int < 2 THEN
+        RAISE EXCEPTION 'HTTP 503 from %', job->'payload'->>'url';
+    END IF;
+    INSERT INTO hooks.outbox (job_id, attempt, url, sent_by)
+    VALUES ((job->>'id')::bigint, (job->>'attempt')::int, job->'payload'->>'url', current_user);
+END $$;
+SELECT queue_create('webhooks', retry_delay => '200 ms');
+SELECT queue_register_sender('webhooks', 'hooks.post(jsonb)', batch_size => 100);
+RESET ROLE;
+SELECT queue_enqueue('webhooks', '{"url": "https://example.com/order/1"}') AS job_id;
+SELECT queue_enqueue('webhooks', '{"url": "https://example.com/order/2", "flaky": true}') AS job_id;
+SELECT queue_enqueue('webhooks', '{"url": "http://example.com/insecure"}') AS job_id;
+-- nobody claims: the worker was woken by the commits and delivers on its own
+-- (this waits until it has, at most 30 s)
+DO $$
+BEGIN
+    FOR i IN 1..300 LOOP
+        EXIT WHEN NOT EXISTS (SELECT FROM queue_jobs
+                               WHERE queue = 'webhooks' AND status IN ('pending', 'processing'));
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END $$;
+SELECT job_id, attempt, url, sent_by FROM hooks.outbox ORDER BY job_id;
+SELECT id, status, attempts, last_error FROM queue_jobs WHERE queue = 'webhooks' ORDER BY id;
+SELECT queue, sender, pending, succeeded, failed, succeeded_total, failed_total FROM queue_stats WHERE queue = 'webhooks';
+SELECT w.database, w.state, w.jobs_delivered, w.jobs_failed, w.last_error FROM queue_workers w;
