@@ -202,7 +202,7 @@ pub fn fail(
                 &queries::FAIL_RETRY,
                 &[id.into(), run_at.into(), state.into(), error.into()],
             );
-            wake::on_commit();
+            wake::on_commit(row.get(6).ok().flatten().unwrap_or(false));
             "pending"
         }
         FailOutcome::Dead => {

@@ -100,7 +100,7 @@ fn queue_enqueue(
             .filter_map(|r| r.get::<i64>(1).ok().flatten())
             .collect();
         let id = inserted(ids, name)[0];
-        wake::on_commit();
+        wake::on_commit(queue.sender.is_some());
         id
     })
 }
@@ -157,7 +157,7 @@ fn queue_enqueue_batch(
             .filter_map(|r| r.get::<i64>(1).ok().flatten())
             .collect();
         ids.sort_unstable();
-        wake::on_commit();
+        wake::on_commit(queue.sender.is_some());
         inserted(ids, name)
     });
     SetOfIterator::new(ids)

@@ -176,7 +176,7 @@ fn set_paused(queue: Option<&str>, paused: bool) {
             &[queue.id.into(), paused.into()],
         );
         if !paused {
-            wake::on_commit();
+            wake::on_commit(queue.sender.is_some());
         }
     })
 }

@@ -21,6 +21,7 @@ fn queue_retry(id: Option<i64>) -> bool {
         };
         let queue_id: i32 = row.get(1).ok().flatten().expect("a queue id");
         let key: Option<String> = row.get(2).ok().flatten();
+        let pushed: bool = row.get(3).ok().flatten().unwrap_or(false);
         // The locks of an enqueue: the queue is not dropped meanwhile, and
         // no other job with the key is enqueued meanwhile.
         catalog::lock_queue(queue_id, false);
@@ -37,7 +38,7 @@ fn queue_retry(id: Option<i64>) -> bool {
         }
         let retried = !db::run(client, &queries::RETRY, &[id.into(), now.into()]).is_empty();
         if retried {
-            wake::on_commit();
+            wake::on_commit(pushed);
         }
         retried
     })

@@ -36,7 +36,7 @@ fn queue_register_sender(
             ],
         );
     });
-    wake::on_commit();
+    wake::on_commit(true);
     if !shared::available() {
         errors::warn_without_preload();
     }

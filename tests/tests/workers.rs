@@ -164,7 +164,13 @@ fn more_databases_than_slots_are_served_in_turn() {
 fn a_commit_wakes_the_worker_once_and_a_rollback_never() {
     let cluster = Cluster::start();
     let mut main = cluster.connect();
-    main.batch_execute("SELECT queue_create('w')").unwrap();
+    // the worker is woken for jobs it delivers: a queue with a sender
+    main.batch_execute(
+        "SELECT queue_create('w');
+         CREATE FUNCTION public.nothing(job jsonb) RETURNS void LANGUAGE sql AS 'SELECT';
+         SELECT queue_register_sender('w', 'public.nothing(jsonb)');",
+    )
+    .unwrap();
     eventually("the worker", || worker_of(&mut main, DB).is_some());
     let before = wakes(&mut main);
 
@@ -198,6 +204,15 @@ fn a_commit_wakes_the_worker_once_and_a_rollback_never() {
     stays("no wake-up for a rollback", Duration::from_secs(1), || {
         wakes(&mut main) == before + 2
     });
+
+    // a pull queue's jobs are none of a running worker's business
+    main.batch_execute("SELECT queue_create('pull'); SELECT queue_enqueue('pull', '{}')")
+        .unwrap();
+    stays(
+        "no wake-up for a pull queue",
+        Duration::from_secs(1),
+        || wakes(&mut main) == before + 2,
+    );
 }
 
 #[test]
