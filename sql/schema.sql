@@ -62,7 +62,9 @@ CREATE TABLE queue_live (
     dedup_key        text,
     last_error       text,
     headers          jsonb,
-    payload          jsonb NOT NULL
+    payload          jsonb NOT NULL,
+    -- a job holds a lease exactly while it is in flight
+    CHECK ((state = 'processing') = (lease IS NOT NULL))
 ) PARTITION BY LIST (slot);
 
 CREATE TABLE queue_live_0 PARTITION OF queue_live FOR VALUES IN (0)

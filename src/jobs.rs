@@ -3,7 +3,6 @@
 //! connection as the extension owner (`db::with_tables`).
 
 use std::cmp::Reverse;
-use std::collections::HashSet;
 
 use pgrx::datum::{Interval, TimestampWithTimeZone, Uuid};
 use pgrx::pg_sys;
@@ -128,19 +127,8 @@ pub fn bury(client: &mut SpiClient<'_>, ids: Vec<i64>, now: i64, error: Option<&
 
 /// Completes every (id, lease) pair whose lease is held; returns their ids.
 pub fn complete(client: &mut SpiClient<'_>, ids: Vec<i64>, leases: Vec<Uuid>) -> Vec<i64> {
-    let presented: HashSet<(i64, [u8; 16])> = ids
-        .iter()
-        .zip(&leases)
-        .map(|(id, lease)| (*id, *lease.as_bytes()))
-        .collect();
-    let in_flight = db::run(client, &queries::LEASED, &[ids.into(), leases.into()]);
-    let held: Vec<i64> = in_flight
-        .into_iter()
-        .filter_map(|r| {
-            let id: i64 = r.get(1).ok().flatten()?;
-            let lease: Uuid = r.get(2).ok().flatten()?;
-            presented.contains(&(id, *lease.as_bytes())).then_some(id)
-        })
+    let held: Vec<i64> = db::run(client, &queries::LEASED, &[ids.into(), leases.into()])
+        .filter_map(|r| r.get::<i64>(1).ok().flatten())
         .collect();
     if held.is_empty() {
         return held;

@@ -51,7 +51,7 @@ statements! {
     SENDER_FUNCTION = "sender_function.sql" (OIDOID);
     SENDER_QUEUES = "sender_queues.sql" ();
     SENDER_CHECK = "sender_check.sql" (INT4OID);
-    DELIVER_LOCK = "deliver_lock.sql" (INT8ARRAYOID, UUIDARRAYOID);
+    DELIVER_LOCK = "deliver_lock.sql" (INT8ARRAYOID, UUIDARRAYOID, TEXTOID, INT4OID);
     RELEASE = "release.sql" (INT8ARRAYOID);
     ORPHANS = "orphans.sql" (TEXTOID);
     ORPHAN_LOCK = "orphan_lock.sql" (INT8OID, TEXTOID);

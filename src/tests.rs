@@ -221,6 +221,12 @@ mod tests {
             10,
         );
         assert_index_driven(
+            &queries::DELIVER_LOCK,
+            "bigint[], uuid[], text, int",
+            &format!("{batch}, {leases}, 't.scan', 5"),
+            10,
+        );
+        assert_index_driven(
             &queries::FINISH,
             "bigint[], timestamptz, text",
             &format!("{batch}, now(), 'succeeded'"),

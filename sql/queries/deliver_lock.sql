@@ -1,10 +1,11 @@
--- The jobs among $1 that are still in flight with one of the leases $2,
--- locked until the end of the transaction (a cancel, purge or drop waits
--- for the delivery), each with the argument its sender gets.
-SELECT l.id, l.queue_id,
-       jsonb_build_object('id', l.id, 'queue', q.name, 'payload', l.payload,
+-- The jobs among the pairs (ids $1, leases $2) still in flight with that
+-- lease, locked until the end of the transaction (a cancel, purge or drop
+-- now waits for the delivery), each with the argument its sender gets. $3
+-- and $4 are the name and max_attempts of their queue.
+SELECT l.id,
+       jsonb_build_object('id', l.id, 'queue', $3::text, 'payload', l.payload,
                           'headers', l.headers, 'attempt', l.attempts,
-                          'max_attempts', q.max_attempts, 'enqueued_at', l.enqueued_at)
-  FROM queue_live l JOIN queue_queues q ON q.id = l.queue_id
- WHERE l.id = ANY ($1) AND l.lease = ANY ($2) AND l.state = 'processing'
+                          'max_attempts', $4::int, 'enqueued_at', l.enqueued_at)
+  FROM unnest($1::bigint[], $2::uuid[]) AS p(id, lease)
+  JOIN queue_live l ON l.id = p.id AND l.lease = p.lease  -- in flight (see leased.sql)
    FOR UPDATE OF l

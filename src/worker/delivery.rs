@@ -12,6 +12,8 @@
 //! transaction, so that a job that kills its worker (or the server) only
 //! uses up its own attempts.
 
+use std::collections::HashMap;
+
 use pgrx::datum::Uuid;
 use pgrx::pg_sys::{self, Oid};
 
@@ -127,27 +129,38 @@ impl Delivery {
         queue_id: i32,
         batch: Vec<InFlight>,
     ) -> Vec<InFlight> {
+        // each job's place in claim order, and its lease
+        let claimed: HashMap<i64, (usize, Uuid)> = batch
+            .iter()
+            .enumerate()
+            .map(|(i, job)| (job.id, (i, job.lease)))
+            .collect();
         let (check, locked) = session.tables(|client| {
-            let check = check_sender(client, queue_id);
+            let (check, queue) = check_sender(client, queue_id);
+            let Some((name, max_attempts)) = queue else {
+                return (check, Vec::new());
+            };
             let ids: Vec<i64> = batch.iter().map(|j| j.id).collect();
             let leases: Vec<Uuid> = batch.iter().map(|j| j.lease).collect();
-            let rows = db::run(client, &queries::DELIVER_LOCK, &[ids.into(), leases.into()]);
+            let rows = db::run(
+                client,
+                &queries::DELIVER_LOCK,
+                &[
+                    ids.into(),
+                    leases.into(),
+                    name.as_str().into(),
+                    max_attempts.into(),
+                ],
+            );
             let mut locked: Vec<(i64, Jsonb)> = rows
-                .into_iter()
-                .filter_map(|r| Some((r.get(1).ok()??, r.get(3).ok()??)))
+                .filter_map(|r| Some((r.get(1).ok()??, r.get(2).ok()??)))
                 .collect();
             // in claim order (a cancelled job is no longer there)
-            locked.sort_by_key(|(id, _)| batch.iter().position(|j| j.id == *id));
+            locked.sort_by_key(|(id, _)| claimed[id].0);
             (check, locked)
         });
-        let lease_of = |id: i64| {
-            batch
-                .iter()
-                .find(|j| j.id == id)
-                .expect("a claimed job")
-                .lease
-        };
-        let sender = match check {
+        let lease_of = |id: i64| claimed[&id].1;
+        let mut sender = match check {
             Check::NoSender => {
                 let ids: Vec<i64> = locked.iter().map(|(id, _)| *id).collect();
                 session.tables(|client| {
@@ -163,7 +176,7 @@ impl Delivery {
                 self.record(session, Vec::new(), failed, &lease_of);
                 return Vec::new();
             }
-            Check::Ready(sender) => sender,
+            Check::Ready(sender) => sender.prepare(),
         };
         let (mut delivered, mut failed) = (Vec::new(), Vec::new());
         let mut writes = 0;
@@ -238,20 +251,28 @@ enum Check {
 
 /// Checked again before every transaction of calls: the registering role
 /// may have been dropped or lost EXECUTE, the function dropped or renamed.
-fn check_sender(client: &mut pgrx::spi::SpiClient<'_>, queue_id: i32) -> Check {
+/// Also returns the queue's name and max_attempts, when it still exists.
+fn check_sender(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    queue_id: i32,
+) -> (Check, Option<(String, i32)>) {
     let rows = db::run(client, &queries::SENDER_CHECK, &[queue_id.into()]);
     let Some(row) = rows.into_iter().next() else {
-        return Check::NoSender;
+        return (Check::NoSender, None);
     };
+    let queue = (
+        row.get::<String>(7).ok().flatten().expect("a queue name"),
+        row.get::<i32>(8).ok().flatten().expect("max_attempts"),
+    );
     let Some(signature) = row.get::<String>(1).ok().flatten() else {
-        return Check::NoSender;
+        return (Check::NoSender, Some(queue));
     };
     let function: Option<Oid> = row.get(2).ok().flatten();
     let role: Oid = row.get(3).ok().flatten().expect("a sender role");
     let role_name: String = row.get(4).ok().flatten().expect("a role name");
     let role_exists: bool = row.get(5).ok().flatten().unwrap_or(false);
     let can_execute: Option<bool> = row.get(6).ok().flatten();
-    match (function, role_exists, can_execute) {
+    let check = match (function, role_exists, can_execute) {
         (None, _, _) => Check::Refused(format!("sender {signature} does not exist")),
         (_, false, _) => Check::Refused(format!(
             "the role that registered sender {signature} (oid {role_name}) no longer exists"
@@ -260,7 +281,8 @@ fn check_sender(client: &mut pgrx::spi::SpiClient<'_>, queue_id: i32) -> Check {
         _ => Check::Refused(format!(
             "role {role_name} no longer has EXECUTE on sender {signature}"
         )),
-    }
+    };
+    (check, Some(queue))
 }
 
 fn sender_queues(client: &mut pgrx::spi::SpiClient<'_>) -> Vec<SenderQueue> {

@@ -8,11 +8,19 @@ use pgrx::pg_sys::{self, Oid};
 use super::subxact::{self, sqlstate};
 use crate::gucs;
 
-/// A sender ready to be called: its function and the role it runs as.
+/// A sender that may be called: its function and the role it runs as.
 #[derive(Clone, Copy)]
 pub struct Sender {
     pub function: Oid,
     pub role: Oid,
+}
+
+/// A sender looked up for the calls of one transaction. Its lookup info is
+/// kept from call to call, so that a SQL or PL/pgSQL function is parsed
+/// and planned once, not for every job.
+pub struct Prepared {
+    role: Oid,
+    flinfo: Box<pg_sys::FmgrInfo>,
 }
 
 pub enum Outcome {
@@ -37,8 +45,21 @@ unsafe extern "C" {
 }
 
 impl Sender {
+    /// Looks the function up, in the current memory context, which must
+    /// last as long as the calls (the transaction's).
+    pub fn prepare(self) -> Prepared {
+        let mut flinfo: Box<pg_sys::FmgrInfo> = Box::new(unsafe { std::mem::zeroed() });
+        unsafe { pg_sys::fmgr_info(self.function, &mut *flinfo) };
+        Prepared {
+            role: self.role,
+            flinfo,
+        }
+    }
+}
+
+impl Prepared {
     /// Calls the sender with `job` (a jsonb datum).
-    pub fn call(self, job: pg_sys::Datum) -> Outcome {
+    pub fn call(&mut self, job: pg_sys::Datum) -> Outcome {
         let outcome = subxact::run(|| {
             self.run(job);
             unsafe { pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId }
@@ -60,7 +81,7 @@ impl Sender {
 
     /// The call itself, inside the subtransaction. On error the
     /// subtransaction's rollback undoes what this set up.
-    fn run(self, job: pg_sys::Datum) {
+    fn run(&mut self, job: pg_sys::Datum) {
         unsafe {
             let nest = pg_sys::NewGUCNestLevel();
             // Names the sender does not qualify never resolve to objects
@@ -82,7 +103,7 @@ impl Sender {
             if timeout > 0 {
                 enable_timeout_after(STATEMENT_TIMEOUT, timeout);
             }
-            call_ignoring_result(self.function, job);
+            call_ignoring_result(&mut self.flinfo, job);
             disable_timeout(STATEMENT_TIMEOUT, false);
             // a timeout or cancel that came in at the very end fails this job
             pgrx::check_for_interrupts!();
@@ -95,16 +116,15 @@ impl Sender {
     }
 }
 
-/// Calls `function(argument)` through fmgr. Unlike FunctionCall1Coll, a
-/// NULL result is fine: a `RETURNS void` SQL function returns one.
-unsafe fn call_ignoring_result(function: Oid, argument: pg_sys::Datum) {
+/// Calls the function of `flinfo` with `argument`. Unlike
+/// FunctionCall1Coll, a NULL result is fine: a `RETURNS void` SQL function
+/// returns one.
+unsafe fn call_ignoring_result(flinfo: &mut pg_sys::FmgrInfo, argument: pg_sys::Datum) {
     unsafe {
-        let mut flinfo: pg_sys::FmgrInfo = std::mem::zeroed();
-        pg_sys::fmgr_info(function, &mut flinfo);
         let size = std::mem::size_of::<pg_sys::FunctionCallInfoBaseData>()
             + std::mem::size_of::<pg_sys::NullableDatum>();
         let fcinfo = pg_sys::palloc0(size) as *mut pg_sys::FunctionCallInfoBaseData;
-        (*fcinfo).flinfo = &mut flinfo;
+        (*fcinfo).flinfo = flinfo;
         (*fcinfo).fncollation = pg_sys::InvalidOid;
         (*fcinfo).nargs = 1;
         *(*fcinfo).args.as_mut_ptr() = pg_sys::NullableDatum {
