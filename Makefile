@@ -39,3 +39,17 @@ demo: install
 clean:
 	cargo clean
 	rm -rf pg_test/results pg_test/regression.diffs
+
+## bench: queue against pgmq and the PostgreSQL ceiling, medians of 5 rounds of 10 s (about 25 min); writes BENCHMARKS.md
+## soak: 10 minutes of steady load per side, the last 5 with a snapshot held (about 25 min); bench/soak.png
+## bench-smoke: the benchmark with tiny settings (well under a minute), only to show that it still works
+.PHONY: bench soak bench-smoke
+bench: install
+	cargo build -p pgmq-install
+	bench/compare.sh
+soak: install
+	cargo build -p pgmq-install
+	bench/soak.sh
+bench-smoke: install
+	cargo build -p pgmq-install
+	BENCH_ROUNDS=1 BENCH_SECS=1 BENCH_FILL=20000 BENCH_DRAIN_JOBS=2000 BENCH_DOC= bench/compare.sh

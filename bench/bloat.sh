@@ -9,28 +9,16 @@
 # scan and its dead tuples after each round, and how long the round took.
 #
 #   bench/bloat.sh [ROUNDS]      (needs `make install` first)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/common.sh"
 
 ROUNDS=${1:-10}
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-BIN=$("$PG_CONFIG" --bindir)
-DIR=${QUEUE_BENCH_DIR:-/tmp/queue-bloat}
-PORT=${QUEUE_BENCH_PORT:-54330}
-work=$(mktemp -d /tmp/queue-bloat-scripts.XXXXXX)
+cluster_start "${QUEUE_BENCH_DIR:-/tmp/queue-bloat}" "${QUEUE_BENCH_PORT:-54330}"
+workdir queue-bloat-scripts
+work=$WORK
 holder=
+at_exit '[ -n "$holder" ] && kill "$holder" 2>/dev/null'
 
-rm -rf "$DIR"
-scripts/cluster.sh start "$DIR" "$PORT"
-cleanup() {
-    [ -n "$holder" ] && kill "$holder" 2>/dev/null || true
-    scripts/cluster.sh stop "$DIR"
-    rm -rf "$DIR" "$work"
-}
-trap cleanup EXIT
-
-sql() { "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -U postgres -d postgres "$@"; }
-bench() { "$BIN/pgbench" -n -h "$DIR" -p "$PORT" -U postgres -c 1 "$@" postgres >/dev/null; }
+bench() { pgb -c 1 "$@" >/dev/null; }
 
 sql <<'SQL'
 CREATE EXTENSION queue;

@@ -6,36 +6,25 @@
 # medians stay alike. Commits do not wait for the disk here
 # (synchronous_commit = off): the time measured is the work of the queue.
 #   bench/claim_cost.sh      (needs `make install` first)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/common.sh"
 
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-BIN=$("$PG_CONFIG" --bindir)
-DIR=${QUEUE_BENCH_DIR:-/tmp/queue-claim-cost}
-PORT=${QUEUE_BENCH_PORT:-54332}
-work=$(mktemp -d /tmp/queue-claim-cost-scripts.XXXXXX)
-
-rm -rf "$DIR"
-scripts/cluster.sh start "$DIR" "$PORT"
-trap 'scripts/cluster.sh stop "$DIR"; rm -rf "$DIR" "$work"' EXIT
-sql() { "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -U postgres -d postgres "$@"; }
+cluster_start "${QUEUE_BENCH_DIR:-/tmp/queue-claim-cost}" "${QUEUE_BENCH_PORT:-54332}"
+workdir queue-claim-cost-scripts
 fill() {  # queue, jobs, extra arguments of queue_enqueue_batch
     sql -c "SELECT count(*) FROM (SELECT queue_enqueue_batch('$1',
             array_fill('{\"n\": 1}'::jsonb, ARRAY[10000]) $3) FROM generate_series(1, $2 / 10000)) s" >/dev/null
 }
 
-cat > "$work/cycle.sql" <<'SQL'
+cat > "$WORK/cycle.sql" <<'SQL'
 SELECT array_agg(id) AS ids, array_agg(lease) AS leases FROM queue_claim('measured', 'w', 100) \gset
 SELECT count(*) FROM queue_complete_batch(':ids'::bigint[], ':leases'::uuid[]);
 SQL
 measure() {
     fill measured 20000 ""
     sql -c "VACUUM ANALYZE" >/dev/null
-    rm -f "$work"/lat*
-    (cd "$work" && PGOPTIONS="-c synchronous_commit=off" "$BIN/pgbench" -n \
-        -h "$DIR" -p "$PORT" -U postgres -c 1 -t 200 \
-        -f cycle.sql -l --log-prefix=lat postgres >/dev/null)
-    printf "| %s | %s |\n" "$1" "$(sort -n -k3 "$work"/lat* | awk '{ v[NR] = $3 } END { printf "%.2f", v[int((NR + 1) / 2)] / 1000 }')"
+    rm -f "$WORK"/lat*
+    PGOPTIONS="-c synchronous_commit=off" pgb -c 1 -t 200 -f cycle.sql -l --log-prefix=lat >/dev/null
+    printf "| %s | %s |\n" "$1" "$(median_ms_of_logs)"
 }
 
 sql -c "CREATE EXTENSION queue" -c "SELECT queue_create('measured')" -c "SELECT queue_create('other')" >/dev/null

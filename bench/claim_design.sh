@@ -8,21 +8,12 @@
 # Plain tables shaped like queue_live, 200,000 ready jobs, 300 claims of 100
 # that are never completed; prints the latency of every 50th claim.
 #   bench/claim_design.sh     (PostgreSQL 15 binaries; no extension needed)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/common.sh"
 
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-BIN=$("$PG_CONFIG" --bindir)
-DIR=${QUEUE_BENCH_DIR:-/tmp/queue-claim-design}
-PORT=${QUEUE_BENCH_PORT:-54331}
-work=$(mktemp -d /tmp/queue-claim-design-scripts.XXXXXX)
-
-rm -rf "$DIR"
-QUEUE_PRELOAD= scripts/cluster.sh start "$DIR" "$PORT"   # the extension is not needed here
-trap 'scripts/cluster.sh stop "$DIR"; rm -rf "$DIR" "$work"' EXIT
+# the extension is not needed here
+QUEUE_PRELOAD= cluster_start "${QUEUE_BENCH_DIR:-/tmp/queue-claim-design}" "${QUEUE_BENCH_PORT:-54331}"
+workdir queue-claim-design-scripts
 export PGOPTIONS="-c jit=off -c client_min_messages=warning"
-
-sql() { "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -U postgres -d postgres "$@"; }
 
 run() {
     local name=$1 index=$2 filter=$3
@@ -37,20 +28,19 @@ INSERT INTO jobs (queue_id, priority, id, run_at, state, payload)
 SELECT 1, 0, i, now(), 'ready', '{"n": 1}' FROM generate_series(1, 200000) i;
 VACUUM ANALYZE jobs;
 SQL
-    cat > "$work/claim.sql" <<SQL
+    cat > "$WORK/claim.sql" <<SQL
 WITH picked AS (SELECT id FROM jobs WHERE queue_id = 1 AND $filter
                  ORDER BY priority DESC, run_at, id LIMIT 100 FOR UPDATE SKIP LOCKED)
 UPDATE jobs j SET state = 'processing', attempts = attempts + 1, lease = gen_random_uuid(),
        lease_expires_at = now() + interval '5 minutes'
   FROM picked WHERE j.id = picked.id;
 SQL
-    rm -f "$work"/lat*
-    (cd "$work" && "$BIN/pgbench" -n -h "$DIR" -p "$PORT" -U postgres -c 1 -t 300 \
-        -f claim.sql -l --log-prefix=lat postgres >/dev/null)
+    rm -f "$WORK"/lat*
+    pgb -c 1 -t 300 -f claim.sql -l --log-prefix=lat >/dev/null
     local hot
     hot=$(sql -c "SELECT round(100.0 * n_tup_hot_upd / greatest(n_tup_upd, 1)) FROM pg_stat_user_tables WHERE relname = 'jobs'")
     printf "| %s |" "$name"
-    awk 'NR % 50 == 0 { printf " %.1f |", $3 / 1000 }' "$work"/lat*
+    awk 'NR % 50 == 0 { printf " %.1f |", $3 / 1000 }' "$WORK"/lat*
     printf " %s%% |\n" "$hot"
 }
 

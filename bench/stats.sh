@@ -6,33 +6,18 @@
 # queue_cleanup() folds them. Loading uses synchronous_commit = off; nothing measured waits for
 # the disk.
 #   bench/stats.sh      (needs `make install` first)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/common.sh"
 
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-BIN=$("$PG_CONFIG" --bindir)
-DIR=${QUEUE_BENCH_DIR:-/tmp/queue-stats-bench}
-PORT=${QUEUE_BENCH_PORT:-54333}
 RETAINED=${QUEUE_BENCH_RETAINED:-1000000}
-work=$(mktemp -d /tmp/queue-stats-scripts.XXXXXX)
-chmod 755 "$work"
-
-rm -rf "$DIR"
-scripts/cluster.sh start "$DIR" "$PORT"
-trap 'scripts/cluster.sh stop "$DIR"; rm -rf "$DIR" "$work"' EXIT
-sql() { PGOPTIONS="-c synchronous_commit=off" "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -U postgres -d postgres "$@"; }
-pgbench() {
-    (cd "$work" && PGOPTIONS="-c synchronous_commit=off" "$BIN/pgbench" -n \
-        -h "$DIR" -p "$PORT" -U postgres "$@" postgres >/dev/null)
-}
-median_ms() {  # the median latency of pgbench's log in $work
-    sort -n -k3 "$work"/lat* | awk '{ v[NR] = $3 } END { printf "%.2f", v[int((NR + 1) / 2)] / 1000 }'
-    rm -f "$work"/lat*
-}
+cluster_start "${QUEUE_BENCH_DIR:-/tmp/queue-stats-bench}" "${QUEUE_BENCH_PORT:-54333}"
+workdir queue-stats-scripts
+export PGOPTIONS="-c synchronous_commit=off"   # nothing measured here waits for the disk
+pgbench() { pgb "$@" >/dev/null; }
+median_ms() { median_ms_of_logs; }
 measure() {  # label
-    echo 'SELECT * FROM queue_stats;' > "$work/stats.sql"
+    echo 'SELECT * FROM queue_stats;' > "$WORK/stats.sql"
     echo "SELECT status, count(*) FROM queue_jobs WHERE queue = 'retained' GROUP BY status;" \
-        > "$work/count.sql"
+        > "$WORK/count.sql"
     pgbench -c 1 -t 21 -f stats.sql -l --log-prefix=lat
     local stats; stats=$(median_ms)
     pgbench -c 1 -t 21 -f count.sql -l --log-prefix=lat
@@ -54,7 +39,7 @@ upkeep() {  # what the scheduled upkeep does; repeated, as it skips what it cann
 sql -c "CREATE EXTENSION queue" \
     -c "SELECT queue_create('retained', retention => '30 days')" \
     -c "SELECT queue_create('other')" >/dev/null
-cat > "$work/load.sql" <<'SQL'
+cat > "$WORK/load.sql" <<'SQL'
 SELECT count(*) FROM queue_enqueue_batch('retained', array_fill('{"n": 1}'::jsonb, ARRAY[10000]));
 SELECT count(*) FROM (SELECT array_agg(id) AS ids, array_agg(lease) AS leases
                         FROM queue_claim('retained', max_jobs => 10000)) c,
@@ -69,7 +54,7 @@ echo
 echo "| state | unfinished-job partitions | queue_stats median ms | count(*) over the jobs, median ms | ratio |"
 echo "|---|---|---|---|---|"
 measure "1M retained, counters folded"
-echo "SELECT queue_enqueue('other', '{}');" > "$work/one.sql"
+echo "SELECT queue_enqueue('other', '{}');" > "$WORK/one.sql"
 pgbench -c 1 -t 100000 -f one.sql
 # the jobs go again (a purge tallies nothing for unfinished jobs), so that
 # only the deltas differ from the first measurement

@@ -4,19 +4,10 @@
 # on an idle system: 500 single enqueues, 20 ms apart, each committed
 # alone. Prints the median and the 99th percentile.
 #   bench/wake.sh      (needs `make install` first)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/common.sh"
 
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-BIN=$("$PG_CONFIG" --bindir)
-DIR=${QUEUE_BENCH_DIR:-/tmp/queue-wake-bench}
-PORT=${QUEUE_BENCH_PORT:-54334}
 COUNT=${QUEUE_BENCH_COUNT:-500}
-
-rm -rf "$DIR"
-scripts/cluster.sh start "$DIR" "$PORT"
-trap 'scripts/cluster.sh stop "$DIR"; rm -rf "$DIR"' EXIT
-sql() { "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -U postgres -d postgres "$@"; }
+cluster_start "${QUEUE_BENCH_DIR:-/tmp/queue-wake-bench}" "${QUEUE_BENCH_PORT:-54334}"
 
 sql -c "CREATE EXTENSION queue" -c "SELECT queue_create('wake')" >/dev/null
 for _ in $(seq 1 100); do

@@ -1,0 +1,75 @@
+# Shared by the bench/ scripts: source it, then call cluster_start.
+#   . "$(dirname "$0")/common.sh"
+# It moves to the repository root, finds PostgreSQL's binaries and runs the
+# registered clean-ups (last registered first) when the script exits.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+BIN=$("$PG_CONFIG" --bindir)
+
+_at_exit=()
+at_exit() { _at_exit+=("$1"); }
+_run_at_exit() {
+    local i
+    for ((i = ${#_at_exit[@]} - 1; i >= 0; i--)); do eval "${_at_exit[i]}" || true; done
+}
+trap _run_at_exit EXIT
+trap 'exit 130' INT TERM   # so that the EXIT trap stops the cluster
+
+# cluster_start DIR PORT: a fresh throwaway cluster (scripts/cluster.sh, the
+# extension preloaded unless QUEUE_PRELOAD= is set), stopped and removed at exit.
+# Sets DIR and PORT for sql, pgb and friends.
+cluster_start() {
+    DIR=$1 PORT=$2
+    rm -rf "$DIR"
+    scripts/cluster.sh start "$DIR" "$PORT"
+    at_exit "scripts/cluster.sh stop '$DIR'; rm -rf '$DIR'"
+}
+
+# workdir NAME: a scratch directory that the server's user can read (for
+# script files), removed at exit. Sets WORK.
+workdir() {
+    WORK=$(mktemp -d "/tmp/$1.XXXXXX")
+    chmod 755 "$WORK"
+    at_exit "rm -rf '$WORK'"
+}
+
+# sql [psql args]: psql on the cluster, unaligned, stopping at the first error.
+sql() { "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -U postgres -d "${DB:-postgres}" "$@"; }
+
+# pgb [pgbench args]: pgbench on the cluster, run in $WORK (where -l writes
+# its logs), as the caller.
+pgb() { (cd "$WORK" && "$BIN/pgbench" -n -h "$DIR" -p "$PORT" -U postgres "$@" "${DB:-postgres}"); }
+
+# median_ms_of_logs: the median latency in ms of the pgbench logs lat* in
+# $WORK, which it then removes.
+median_ms_of_logs() {
+    sort -n -k3 "$WORK"/lat* | awk '{ v[NR] = $3 } END { printf "%.2f", v[int((NR + 1) / 2)] / 1000 }'
+    rm -f "$WORK"/lat*
+}
+
+# median: the median of the numbers on stdin, one a line (the lower middle
+# one for an even count, so it is always a measured value).
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
+
+# percentile P: the P-th percentile (nearest rank) of the numbers on stdin.
+percentile() {
+    sort -g | awk -v p="$1" '{ v[NR] = $1 } END { if (NR) { i = int(NR * p / 100 + 0.999999); if (i < 1) i = 1; print v[i] } }'
+}
+
+# replace_region FILE NAME < CONTENT: replaces what stands between the lines
+# <!-- NAME:begin --> and <!-- NAME:end --> of FILE, which keeps the rest
+# (the hand-written comments) as it is.
+replace_region() {
+    local file=$1 name=$2 content
+    content=$(mktemp)
+    cat > "$content"
+    grep -q "^<!-- $name:begin -->" "$file" || { echo "no region $name in $file" >&2; rm -f "$content"; return 1; }
+    awk -v begin="<!-- $name:begin -->" -v end="<!-- $name:end -->" -v content="$content" '
+        $0 == begin { print; while ((getline line < content) > 0) print line; skip = 1; next }
+        $0 == end { skip = 0 }
+        !skip { print }' "$file" > "$file.tmp"
+    mv "$file.tmp" "$file"
+    rm -f "$content"
+}

@@ -1,0 +1,382 @@
+#!/usr/bin/env bash
+# `make bench`: queue against pgmq and against the PostgreSQL ceiling, on one
+# throwaway cluster with the extension preloaded and pgmq installed from the
+# pgmq crate's embedded SQL (bench/pgmq-install). Logged tables, fsync and
+# synchronous_commit on, PostgreSQL's defaults otherwise.
+#
+#   1  enqueue, one job per statement, 4 connections   queue_enqueue      | pgmq.send        | INSERT 1 row
+#   2  enqueue, batches of 100                         queue_enqueue_batch| pgmq.send_batch  | INSERT 100 rows
+#   3  claim + complete, one job per statement         queue_claim(1) + queue_complete | pgmq.read(1) + delete | DELETE next row
+#   4  claim + complete 100 per round trip             queue_claim(100) + queue_complete_batch | read(100) + delete(array) | DELETE next 100
+#   5  worker drain of 200,000 jobs, no-op SQL sender  (peer: the best pgmq consumer rate, from 4)
+#   6  latency from an enqueue's commit to its sender call, idle and at 1,000 jobs/s
+#      (peer: a pgmq consumer waiting in read_with_poll, polling every 10 ms)
+#   7  the ceiling: the least work the same job needs, as plain SQL on a minimal table
+#
+# Every figure is the median of BENCH_ROUNDS rounds of BENCH_SECS seconds;
+# the sides take turns round by round, so that the machine's noise falls on
+# all of them alike. Prints one table and, unless BENCH_DOC is empty, writes
+# it with the machine and the settings into BENCHMARKS.md (between its
+# bench-run markers). Needs `make install` and the pgmq-install binary
+# (`make bench` does both).
+#
+# Settings (environment): BENCH_ROUNDS (5), BENCH_SECS (10), BENCH_CLIENTS (4),
+# BENCH_THREADS (2), BENCH_DRAIN_JOBS (200000), BENCH_LOAD_RATE (1000),
+# BENCH_IDLE_RATE (50 enqueues/s, one every 20 ms on average),
+# BENCH_FILL (jobs in a claim queue before its first round, by default
+# 50,000 for item 3 and 300,000 for 4; later rounds get twice what the
+# previous one took), BENCH_DOC (BENCHMARKS.md),
+# BENCH_DIR (/tmp/qbench/bench), BENCH_PORT (54400), PGMQ_INSTALL (binary).
+. "$(dirname "$0")/common.sh"
+
+ROUNDS=${BENCH_ROUNDS:-5}
+SECS=${BENCH_SECS:-10}
+CLIENTS=${BENCH_CLIENTS:-4}
+THREADS=${BENCH_THREADS:-2}
+DRAIN_JOBS=${BENCH_DRAIN_JOBS:-200000}
+LOAD_RATE=${BENCH_LOAD_RATE:-1000}
+IDLE_RATE=${BENCH_IDLE_RATE:-50}
+FILL=${BENCH_FILL:-}
+DOC=${BENCH_DOC-BENCHMARKS.md}
+PGMQ_INSTALL=${PGMQ_INSTALL:-target/debug/pgmq-install}
+OUT=bench/results
+PAYLOAD='{"to": "ada@example.com", "template": "welcome", "n": 1}'
+
+mkdir -p "$OUT"
+RAW=$OUT/bench-rounds.csv     # every round: item,side,round,value
+NA=$OUT/bench-na.txt          # item|reason for the figures that could not be measured
+echo "item,side,round,value" > "$RAW"
+: > "$NA"
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+cluster_start "${BENCH_DIR:-/tmp/qbench/bench}" "${BENCH_PORT:-54400}"
+workdir qbench-scripts
+
+# ---------------------------------------------------------------- set-up
+"$PGMQ_INSTALL" "$DIR" "$PORT" > "$WORK/pgmq-version"
+sql > /dev/null <<SQL
+CREATE EXTENSION queue;
+SELECT queue_create(q) FROM unnest(ARRAY['enq1', 'enq100', 'c1', 'c100', 'c100one', 'drain', 'lat']) q;
+SELECT pgmq.create(q) FROM unnest(ARRAY['enq1', 'enq100', 'c1', 'c100', 'lat']) q;
+-- the ceiling: a minimal job table
+CREATE TABLE ceiling_ins (id bigserial PRIMARY KEY, payload jsonb NOT NULL);
+CREATE TABLE ceiling_del (id bigserial PRIMARY KEY, payload jsonb NOT NULL);
+-- senders run with search_path = pg_catalog, pg_temp: everything qualified
+CREATE FUNCTION public.bench_noop(job jsonb) RETURNS void LANGUAGE sql AS \$\$ SELECT \$\$;
+CREATE TABLE public.bench_lat (side text, job_id bigint, enqueued timestamptz, delivered timestamptz);
+CREATE FUNCTION public.bench_record(job jsonb) RETURNS void LANGUAGE sql AS \$\$
+    INSERT INTO public.bench_lat
+    VALUES ('queue', (job->>'id')::bigint, (job->'payload'->>'t')::timestamptz, clock_timestamp())
+\$\$;
+SQL
+
+# pgbench scripts, one per item and side
+script() { cat > "$WORK/$1.sql"; }
+script q_enq1 <<SQL
+SELECT queue_enqueue('enq1', '$PAYLOAD');
+SQL
+script p_enq1 <<SQL
+SELECT pgmq.send('enq1', '$PAYLOAD');
+SQL
+script c_enq1 <<SQL
+INSERT INTO ceiling_ins (payload) VALUES ('$PAYLOAD');
+SQL
+script q_enq100 <<SQL
+SELECT count(*) FROM queue_enqueue_batch('enq100', array_fill('$PAYLOAD'::jsonb, ARRAY[100]));
+SQL
+script p_enq100 <<SQL
+SELECT count(*) FROM pgmq.send_batch('enq100', array_fill('$PAYLOAD'::jsonb, ARRAY[100]));
+SQL
+script c_enq100 <<SQL
+INSERT INTO ceiling_ins (payload) SELECT '$PAYLOAD' FROM generate_series(1, 100);
+SQL
+# The claim scripts aggregate, so that an empty queue gives a row (0, '')
+# rather than aborting the client; the fill keeps them from running dry.
+script q_c1 <<'SQL'
+SELECT coalesce(max(id), 0) AS id, coalesce(max(lease::text), '') AS lease FROM queue_claim('c1', 'bench', 1) \gset
+SELECT queue_complete(:id, nullif(':lease', '')::uuid) WHERE :id <> 0;
+SQL
+script p_c1 <<'SQL'
+SELECT coalesce(max(msg_id), 0) AS id FROM pgmq.read('c1', 30, 1) \gset
+SELECT pgmq.delete('c1', :id::bigint) WHERE :id <> 0;
+SQL
+# the least a consumer must do: find the next row (concurrently: SKIP
+# LOCKED) and delete it, committed
+script c_c1 <<'SQL'
+DELETE FROM ceiling_del WHERE id = (SELECT id FROM ceiling_del ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED);
+SQL
+script q_c100 <<'SQL'
+SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(lease), '{}') AS leases FROM queue_claim('c100', 'bench', 100) \gset
+SELECT count(*) FROM queue_complete_batch(':ids'::bigint[], ':leases'::uuid[]);
+SQL
+script p_c100 <<'SQL'
+SELECT coalesce(array_agg(msg_id), '{}') AS ids FROM pgmq.read('c100', 30, 100) \gset
+SELECT count(*) FROM pgmq.delete('c100', ':ids'::bigint[]);
+SQL
+script c_c100 <<'SQL'
+DELETE FROM ceiling_del WHERE id = ANY (ARRAY(SELECT id FROM ceiling_del ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED));
+SQL
+script q_c100one <<'SQL'
+SELECT count(*) FROM (SELECT array_agg(id) AS ids, array_agg(lease) AS leases FROM queue_claim('c100one', 'bench', 100)) c,
+       LATERAL queue_complete_batch(coalesce(c.ids, '{}'), coalesce(c.leases, '{}'));
+SQL
+script q_lat <<'SQL'
+SELECT queue_enqueue('lat', jsonb_build_object('t', clock_timestamp()));
+SQL
+script p_lat <<'SQL'
+SELECT pgmq.send('lat', jsonb_build_object('t', clock_timestamp()));
+SQL
+# a pgmq consumer: waits in read_with_poll (10 ms poll), records when it got
+# each message, deletes them, in one transaction
+script p_consume <<'SQL'
+WITH m AS (SELECT msg_id, message FROM pgmq.read_with_poll('lat', 30, 100, 1, 10)),
+     got AS (INSERT INTO public.bench_lat
+             SELECT 'pgmq', msg_id, (message->>'t')::timestamptz, clock_timestamp() FROM m RETURNING job_id)
+SELECT count(*) FROM pgmq.delete('lat', ARRAY(SELECT job_id FROM got));
+SQL
+
+# ---------------------------------------------------------------- helpers
+record() { echo "$1,$2,$3,$4" >> "$RAW"; }   # item side round value
+na() { local why; why=$(echo "$2" | head -1); echo "$1|$why" >> "$NA"; echo "  $1: n/a: $why" >&2; }
+
+# tps SCRIPT [pgbench args]: one round on CLIENTS connections; prints tps,
+# or nothing when pgbench failed (its output goes to the log).
+tps() {
+    local s=$1; shift
+    pgb -c "$CLIENTS" -j "$THREADS" -T "$SECS" -f "$s.sql" "$@" > "$WORK/pgbench.out" 2>&1 || {
+        cat "$WORK/pgbench.out" >> "$OUT/bench-errors.log"; return 0; }
+    grep -q "Run was aborted" "$WORK/pgbench.out" && { cat "$WORK/pgbench.out" >> "$OUT/bench-errors.log"; return 0; }
+    awk '/^tps = / { print $3; exit }' "$WORK/pgbench.out"
+}
+
+# backlog SIDE QUEUE: jobs waiting in that side's claim queue
+backlog() {
+    case $1 in
+    queue) sql -c "SELECT pending FROM queue_stats WHERE queue = '$2'" ;;
+    pgmq) sql -c "SELECT count(*) FROM pgmq.q_$2" ;;
+    ceiling) sql -c "SELECT count(*) FROM ceiling_del" ;;
+    esac
+}
+
+# fill SIDE QUEUE N: tops the claim queue up to N waiting jobs
+fill() {
+    local have n
+    have=$(backlog "$1" "$2")
+    n=$(( $3 > have ? $3 - have : 0 ))
+    [ "$n" -gt 0 ] || return 0
+    local chunks=$(( (n + 9999) / 10000 ))
+    case $1 in
+    # (the batch depends on g, or the planner calls the function once and rescans its rows)
+    queue) sql -c "SELECT count(*) FROM generate_series(1, $chunks) g,
+                   LATERAL queue_enqueue_batch('$2', array_fill('$PAYLOAD'::jsonb, ARRAY[10000 + 0 * g]))" ;;
+    pgmq) sql -c "SELECT count(*) FROM generate_series(1, $chunks) g,
+                  LATERAL pgmq.send_batch('$2', array_fill('$PAYLOAD'::jsonb, ARRAY[10000 + 0 * g]))" ;;
+    ceiling) sql -c "INSERT INTO ceiling_del (payload) SELECT '$PAYLOAD' FROM generate_series(1, $((chunks * 10000)))" ;;
+    esac > /dev/null
+}
+
+# before every round: the upkeep a scheduled job (or the worker) runs on our
+# side, and a checkpoint, so that no round pays for another's dirty pages
+settle() {
+    sql -c "SELECT queue_maintain()" > /dev/null
+    sql -c "CHECKPOINT"
+}
+
+# throughput ITEM PER_TX FILL SPECS...: rounds of pgbench; SPEC = side:script[:queue]
+# (a queue makes it a claim bench: topped up before each round; a round that
+# empties it is run again with four times the jobs, and the next rounds get
+# twice what the last one took). jobs/s = tps * PER_TX.
+throughput() {
+    local item=$1 per=$2 first_fill=${FILL:-$3}; shift 3
+    local r spec side s q t took left try
+    declare -A want
+    for r in $(seq 1 "$ROUNDS"); do
+        for spec in "$@"; do
+            IFS=: read -r side s q <<< "$spec"
+            for try in 1 2 3 4; do
+                [ -n "$q" ] && fill "$side" "$q" "${want[$side]:=$first_fill}"
+                settle
+                t=$(tps "$s")
+                [ -n "$q" ] && [ -n "$t" ] || break
+                left=$(backlog "$side" "$q")
+                [ "$left" -gt 0 ] && break
+                echo "  $item/$side round $r ran dry with ${want[$side]} jobs: again with more" >&2
+                want[$side]=$(( want[$side] * 4 ))
+                t=
+            done
+            if [ -z "$t" ]; then na "$item/$side" "pgbench failed or the queue ran dry (see $OUT/bench-errors.log)"; continue; fi
+            took=$(awk -v t="$t" -v p="$per" -v s="$SECS" 'BEGIN { printf "%d", 2 * t * p * s }')
+            [ -n "$q" ] && [ "$took" -gt "${want[$side]}" ] && want[$side]=$took
+            record "$item" "$side" "$r" "$(awk -v t="$t" -v p="$per" 'BEGIN { printf "%.1f", t * p }')"
+            printf "  %-8s %-8s round %d: %s jobs/s\n" "$item" "$side" "$r" \
+                "$(awk -v t="$t" -v p="$per" 'BEGIN { printf "%.0f", t * p }')" >&2
+        done
+    done
+    sql -c "TRUNCATE ceiling_ins" -c "SELECT queue_purge(q) FROM unnest(ARRAY['enq1', 'enq100']) q" \
+        -c "SELECT pgmq.purge_queue(q) FROM unnest(ARRAY['enq1', 'enq100']) q" > /dev/null
+}
+
+# ---------------------------------------------------------------- 1-4, 7
+echo "Measuring: $ROUNDS rounds of ${SECS} s per figure, $CLIENTS connections" >&2
+throughput 1 1 0 queue:q_enq1 pgmq:p_enq1 ceiling:c_enq1
+throughput 2 100 0 queue:q_enq100 pgmq:p_enq100 ceiling:c_enq100
+throughput 3 1 50000 queue:q_c1:c1 pgmq:p_c1:c1 ceiling:c_c1:x
+throughput 4 100 300000 queue:q_c100:c100 pgmq:p_c100:c100 ceiling:c_c100:x
+throughput 4b 100 300000 queue:q_c100one:c100one
+
+# ---------------------------------------------------------------- 5 drain
+# Fills a paused queue, resumes it and times the worker until every job is
+# delivered: from the resume's commit to the last job's finished_at.
+drain() {
+    local r err t0 left
+    if ! err=$(sql -c "SELECT queue_register_sender('drain', 'public.bench_noop(jsonb)'::regprocedure)" 2>&1); then
+        na 5 "queue_register_sender: ${err#*ERROR:  }"; return
+    fi
+    for r in $(seq 1 "$ROUNDS"); do
+        sql -c "SELECT queue_pause('drain')" > /dev/null
+        fill queue drain "$DRAIN_JOBS"
+        sql -c "VACUUM ANALYZE" > /dev/null
+        settle
+        t0=$(sql -c "SELECT queue_resume('drain')" -c "SELECT extract(epoch FROM clock_timestamp())")
+        # poll once a second (the end time comes from finished_at, not from here);
+        # give up at once when the sender fails, after 10 minutes otherwise
+        local failed=0 why=
+        for _ in $(seq 1 600); do
+            read -r left failed <<< "$(sql -F ' ' -c "SELECT pending + scheduled + processing, failed_total FROM queue_stats WHERE queue = 'drain'")"
+            [ "$left" -eq 0 ] && break
+            why=$(sql -c "SELECT last_error FROM queue_workers WHERE jobs_failed > 0 AND last_error IS NOT NULL LIMIT 1")
+            [ "$failed" -eq 0 ] && [ -z "$why" ] || break
+            sleep 1
+        done
+        if [ "$failed" -ne 0 ] || [ -n "$why" ]; then na 5 "deliveries failed in the no-op sender: ${why:-$failed jobs failed}"; return; fi
+        if [ "$left" -ne 0 ]; then na 5 "the worker left $left of $DRAIN_JOBS jobs undelivered after 10 minutes"; return; fi
+        local rate
+        rate=$(sql -c "SELECT round($DRAIN_JOBS / extract(epoch FROM max(finished_at) - to_timestamp($t0)))
+                         FROM queue_jobs WHERE queue = 'drain' AND status = 'succeeded'")
+        record 5 queue "$r" "$rate"
+        printf "  %-8s %-8s round %d: %s jobs/s\n" 5 queue "$r" "$rate" >&2
+        sql -c "SELECT queue_purge('drain', 'succeeded')" > /dev/null
+    done
+}
+drain
+
+# ---------------------------------------------------------------- 6 latency
+# One round: enqueue at RATE for SECS; the sender (ours) or the consumer
+# (pgmq) records when it got each job; median and p99 of the difference.
+latency_round() {  # side rate clients round label
+    local side=$1 rate=$2 clients=$3 r=$4 label=$5 consumer=
+    sql -c "TRUNCATE public.bench_lat"
+    if [ "$side" = pgmq ]; then
+        pgb -c 1 -T $((SECS + 3)) -f p_consume.sql > "$WORK/consumer.out" 2>&1 &
+        consumer=$!
+        sleep 0.5
+    fi
+    local script=q_lat; [ "$side" = pgmq ] && script=p_lat
+    pgb -c "$clients" -j "$(( clients < THREADS ? clients : THREADS ))" -R "$rate" -T "$SECS" -f "$script.sql" \
+        > "$WORK/pgbench.out" 2>&1 || { cat "$WORK/pgbench.out" >> "$OUT/bench-errors.log"; }
+    if [ -n "$consumer" ]; then wait "$consumer" || cat "$WORK/consumer.out" >> "$OUT/bench-errors.log"; else sleep 2; fi
+    local stats
+    stats=$(sql -F ' ' -c "SELECT count(*),
+              round((percentile_disc(0.5) WITHIN GROUP (ORDER BY ms))::numeric, 2),
+              round((percentile_disc(0.99) WITHIN GROUP (ORDER BY ms))::numeric, 2)
+         FROM (SELECT extract(epoch FROM delivered - enqueued) * 1000 AS ms FROM public.bench_lat) s")
+    read -r n p50 p99 <<< "$stats"
+    if [ "$n" -eq 0 ]; then na "6$label/$side" "no job was delivered"; return 1; fi
+    record "6$label-p50" "$side" "$r" "$p50"
+    record "6$label-p99" "$side" "$r" "$p99"
+    printf "  %-8s %-8s round %d: %s jobs, median %s ms, p99 %s ms\n" "6$label" "$side" "$r" "$n" "$p50" "$p99" >&2
+}
+latency() {
+    local err r
+    if ! err=$(sql -c "SELECT queue_register_sender('lat', 'public.bench_record(jsonb)'::regprocedure)" 2>&1); then
+        na 6 "queue_register_sender: ${err#*ERROR:  }"
+        local sides=(pgmq)
+    else
+        local sides=(queue pgmq)
+    fi
+    for r in $(seq 1 "$ROUNDS"); do
+        for side in "${sides[@]}"; do
+            settle
+            latency_round "$side" "$IDLE_RATE" 1 "$r" idle || true
+            latency_round "$side" "$LOAD_RATE" "$CLIENTS" "$r" load || true
+        done
+    done
+}
+latency
+
+# ---------------------------------------------------------------- report
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# stat ITEM SIDE: "median min max" of the recorded rounds, or nothing
+stat() {
+    awk -F, -v i="$1" -v s="$2" '$1 == i && $2 == s { print $4 }' "$RAW" | sort -g |
+        awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)], v[1], v[NR] }'
+}
+# fmt NUMBER: thousands separated above 100, two decimals below
+fmt() {
+    awk -v x="$1" 'BEGIN {
+        if (x == "") { print "n/a"; exit }
+        if (x + 0 < 100) { printf "%.2f\n", x; exit }
+        s = sprintf("%.0f", x); out = ""
+        while (length(s) > 3) { out = "," substr(s, length(s) - 2) out; s = substr(s, 1, length(s) - 3) }
+        print s out }'
+}
+cell() {  # ITEM SIDE: "median (min–max)"
+    local m lo hi
+    read -r m lo hi <<< "$(stat "$1" "$2")"
+    if [ -z "$m" ]; then echo "n/a"; elif [ "$ROUNDS" -gt 1 ]; then echo "$(fmt "$m") ($(fmt "$lo")–$(fmt "$hi"))"; else fmt "$m"; fi
+}
+med() { stat "$1" "$2" | cut -d' ' -f1; }
+ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", a / b }' || echo "–"; }
+
+# row LABEL UNIT OURS_ITEM PEER_ITEM PEER_SIDE CEIL_ITEM
+row() {
+    local o p c
+    o=$(med "$3" queue); p=$(med "$4" "$5"); c=
+    [ -z "$6" ] || c=$(med "$6" ceiling)
+    printf "| %s | %s | %s | %s | %s | %s | %s |\n" "$1" "$2" "$(cell "$3" queue)" \
+        "$(cell "$4" "$5")" "$(ratio "$o" "$p")" \
+        "$([ -n "$6" ] && cell "$6" ceiling || echo "–")" "$([ -n "$6" ] && ratio "$o" "$c" || echo "–")"
+}
+# the best pgmq consumer rate, the peer of the drain
+best_pgmq=4; [ "$(ratio "$(med 3 pgmq)" "$(med 4 pgmq)")" != "–" ] &&
+    awk -v a="$(med 3 pgmq)" -v b="$(med 4 pgmq)" 'BEGIN { exit !(a > b) }' && best_pgmq=3
+
+table() {
+    echo "| # | what | unit | queue | pgmq | queue/pgmq | ceiling | queue/ceiling |"
+    echo "|---|---|---|---|---|---|---|---|"
+    row "1 | enqueue, one job per statement" "jobs/s" 1 1 pgmq 1
+    row "2 | enqueue, batches of 100" "jobs/s" 2 2 pgmq 2
+    row "3 | claim + complete, one job per statement" "jobs/s" 3 3 pgmq 3
+    row "4 | claim 100 + complete the batch (2 statements)" "jobs/s" 4 4 pgmq 4
+    row "4b | claim 100 + complete in one statement (pgmq: as in 4)" "jobs/s" 4b 4 pgmq 4
+    row "5 | worker drain of $(fmt "$DRAIN_JOBS") jobs, no-op sender (pgmq: best consumer, $best_pgmq)" "jobs/s" 5 "$best_pgmq" pgmq 4
+    row "6 | latency enqueue → sender, idle ($IDLE_RATE/s), median" "ms" 6idle-p50 6idle-p50 pgmq ""
+    row "6 | latency enqueue → sender, idle, p99" "ms" 6idle-p99 6idle-p99 pgmq ""
+    row "6 | latency enqueue → sender at $(fmt "$LOAD_RATE") jobs/s, median" "ms" 6load-p50 6load-p50 pgmq ""
+    row "6 | latency enqueue → sender at $(fmt "$LOAD_RATE") jobs/s, p99" "ms" 6load-p99 6load-p99 pgmq ""
+    if [ -s "$NA" ]; then
+        echo
+        echo "n/a:"
+        sort -u "$NA" | sed 's/^\([^|]*\)|/- \1: /'
+    fi
+}
+
+setting_names="'fsync','synchronous_commit','wal_sync_method','full_page_writes','wal_level','shared_buffers',
+  'wal_buffers','max_wal_size','checkpoint_timeout','autovacuum','autovacuum_naptime','jit','work_mem',
+  'shared_preload_libraries','queue.max_workers','queue.poll_interval','queue.max_batch_size','max_connections'"
+machine() {
+    echo "- run: $(date -u '+%Y-%m-%d %H:%M UTC'), $ROUNDS rounds of $SECS s per figure, $CLIENTS connections (pgbench -j $THREADS), median (min–max) of the rounds"
+    echo "- machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(free -g | awk '/^Mem:/ { print $2 }') GiB memory, $(uname -sr)"
+    echo "- load average (1, 5, 15 min) before: $load_before, after: $load_after"
+    echo "- PostgreSQL: $(sql -c "SELECT version()" | sed 's/ on .*//'), data directory on $(df -h "$DIR" | awk 'NR == 2 { print $1 }')"
+    echo "- queue: commit $(git rev-parse --short HEAD), installed library of $(date -u -r "$("$PG_CONFIG" --pkglibdir)/queue.so" '+%Y-%m-%d %H:%M UTC'); pgmq $(cat "$WORK/pgmq-version" | sed 's/^pgmq //') (the pgmq crate's embedded SQL)"
+    echo "- settings (SHOW): $(sql -F '=' -c "SELECT name, current_setting(name) FROM pg_settings WHERE name IN ($setting_names) ORDER BY name" | sed 's/=/ = /' | paste -sd ';' | sed 's/;/; /g')"
+}
+
+echo
+table | tee "$OUT/bench-table.md"
+if [ -n "$DOC" ]; then
+    { echo; machine; echo; table; echo; } | replace_region "$DOC" bench-run
+    echo "(written to $DOC)"
+fi

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Where the time of `make bench`'s items 1 and 3 goes, queue against pgmq:
+# for single enqueues and for claim + complete of one job, per job,
+#   - WAL bytes and WAL records (pg_stat_wal), and the statements run inside
+#     the functions with their share of execution time (pg_stat_statements,
+#     nested statements tracked);
+#   - single enqueues with the background worker on and off
+#     (queue.enabled), since every commit of an enqueue wakes it.
+# One throwaway cluster, pgbench on 4 connections for PROFILE_SECS (10) each.
+#   bench/profile.sh      (needs `make install` and the pgmq-install binary)
+. "$(dirname "$0")/common.sh"
+
+SECS=${PROFILE_SECS:-10}
+PGMQ_INSTALL=${PGMQ_INSTALL:-target/debug/pgmq-install}
+PAYLOAD='{"to": "ada@example.com", "template": "welcome", "n": 1}'
+
+QUEUE_PRELOAD=queue,pg_stat_statements cluster_start "${PROFILE_DIR:-/tmp/qbench/profile}" "${PROFILE_PORT:-54403}"
+workdir qbench-profile
+sql -c "ALTER SYSTEM SET pg_stat_statements.track = 'all'" -c "SELECT pg_reload_conf()" > /dev/null
+"$PGMQ_INSTALL" "$DIR" "$PORT" > /dev/null
+sql -c "CREATE EXTENSION queue" -c "CREATE EXTENSION pg_stat_statements" \
+    -c "SELECT queue_create('p')" -c "SELECT pgmq.create('p')" > /dev/null
+
+cat > "$WORK/q_enq.sql" <<SQL
+SELECT queue_enqueue('p', '$PAYLOAD');
+SQL
+cat > "$WORK/p_enq.sql" <<SQL
+SELECT pgmq.send('p', '$PAYLOAD');
+SQL
+cat > "$WORK/q_c1.sql" <<'SQL'
+SELECT coalesce(max(id), 0) AS id, coalesce(max(lease::text), '') AS lease FROM queue_claim('p', 'bench', 1) \gset
+SELECT queue_complete(:id, nullif(':lease', '')::uuid) WHERE :id <> 0;
+SQL
+cat > "$WORK/p_c1.sql" <<'SQL'
+SELECT coalesce(max(msg_id), 0) AS id FROM pgmq.read('p', 30, 1) \gset
+SELECT pgmq.delete('p', :id::bigint) WHERE :id <> 0;
+SQL
+
+# run LABEL SCRIPT JOBS_PER_TX: tps, jobs, WAL per job, and the top statements
+run() {
+    local label=$1 script=$2 out tps
+    sql -c "CHECKPOINT" -c "SELECT pg_stat_reset_shared('wal')" -c "SELECT pg_stat_statements_reset()" > /dev/null
+    out=$(pgb -c 4 -j 2 -T "$SECS" -f "$script.sql")
+    tps=$(echo "$out" | awk '/^tps = / { printf "%.0f", $3 }')
+    sleep 1
+    local jobs; jobs=$(echo "$out" | awk '/^number of transactions actually processed/ { print $NF }')
+    echo "== $label: $tps tps"
+    sql -F ' | ' -c "SELECT 'WAL per job: ' || round(wal_bytes / $jobs) || ' bytes, ' || round(wal_records::numeric / $jobs, 1)
+                             || ' records, ' || round(wal_fpi::numeric / $jobs, 2) || ' full-page images' FROM pg_stat_wal"
+    sql -F ' | ' <<SQL
+SELECT round((calls::numeric / $jobs), 2) AS calls_per_job, round((total_exec_time / $jobs)::numeric, 3) AS ms_per_job,
+       round((100 * total_exec_time / sum(total_exec_time) OVER ())::numeric, 1) AS pct,
+       left(regexp_replace(query, '\s+', ' ', 'g'), 110)
+  FROM pg_stat_statements WHERE calls >= $jobs / 2
+ ORDER BY total_exec_time DESC LIMIT 12;
+SQL
+    echo
+}
+
+fill_queue() { sql -c "SELECT count(*) FROM generate_series(1, 10) g, LATERAL queue_enqueue_batch('p', array_fill('$PAYLOAD'::jsonb, ARRAY[10000 + 0 * g]))" > /dev/null; }
+fill_pgmq() { sql -c "SELECT count(*) FROM generate_series(1, 10) g, LATERAL pgmq.send_batch('p', array_fill('$PAYLOAD'::jsonb, ARRAY[10000 + 0 * g]))" > /dev/null; }
+
+run "queue_enqueue (worker on)" q_enq
+run "pgmq.send" p_enq
+sql -c "ALTER SYSTEM SET queue.enabled = off" -c "SELECT pg_reload_conf()" > /dev/null
+sleep 2
+run "queue_enqueue (queue.enabled = off: no worker to wake)" q_enq
+sql -c "ALTER SYSTEM RESET queue.enabled" -c "SELECT pg_reload_conf()" > /dev/null
+sql -c "SELECT queue_purge('p')" -c "SELECT queue_maintain(true)" -c "SELECT pgmq.purge_queue('p')" > /dev/null
+fill_queue; fill_pgmq
+sql -c "VACUUM ANALYZE" > /dev/null
+run "queue_claim(1) + queue_complete" q_c1
+run "pgmq.read(1) + pgmq.delete" p_c1
