@@ -42,28 +42,41 @@ pub fn claim(
 ) -> Vec<Claimed> {
     let now = db::now_us();
     let at = db::timestamp(now);
-    let promote = max_jobs.max(PROMOTE_AT_LEAST) as i32;
-    db::run(
+    let chores = db::run(
         client,
-        &queries::PROMOTE,
-        &[queue.id.into(), at.into(), promote.into()],
+        &queries::CLAIM_CHORES,
+        &[queue.id.into(), at.into()],
+    )
+    .first();
+    let (due, expired) = (
+        chores.get::<bool>(1).ok().flatten() == Some(true),
+        chores.get::<bool>(2).ok().flatten() == Some(true),
     );
-    let rescued = db::run(
-        client,
-        &queries::RESCUE,
-        &[
-            queue.id.into(),
-            at.into(),
-            (max_jobs as i32).into(),
-            queue.max_attempts.into(),
-        ],
-    );
-    let exhausted: Vec<i64> = rescued
-        .into_iter()
-        .filter(|r| r.get::<bool>(2).ok().flatten() == Some(true))
-        .filter_map(|r| r.get::<i64>(1).ok().flatten())
-        .collect();
-    bury(client, exhausted, now, None);
+    if due {
+        let promote = max_jobs.max(PROMOTE_AT_LEAST) as i32;
+        db::run(
+            client,
+            &queries::PROMOTE,
+            &[queue.id.into(), at.into(), promote.into()],
+        );
+    }
+    if expired {
+        let rescued = db::run(
+            client,
+            &queries::RESCUE,
+            &[
+                queue.id.into(),
+                at.into(),
+                (max_jobs as i32).into(),
+                queue.max_attempts.into(),
+            ],
+        );
+        let exhausted: Vec<i64> = rescued
+            .filter(|r| r.get::<bool>(2).ok().flatten() == Some(true))
+            .filter_map(|r| r.get::<i64>(1).ok().flatten())
+            .collect();
+        bury(client, exhausted, now, None);
+    }
 
     let expires = db::timestamp(add_delay(now, lease_us));
     let mut jobs = Vec::with_capacity(max_jobs);
@@ -125,15 +138,20 @@ pub fn bury(client: &mut SpiClient<'_>, ids: Vec<i64>, now: i64, error: Option<&
     }
 }
 
-/// Completes every (id, lease) pair whose lease is held; returns their ids.
+/// Completes every (id, lease) pair whose lease is held; returns their ids,
+/// ascending.
 pub fn complete(client: &mut SpiClient<'_>, ids: Vec<i64>, leases: Vec<Uuid>) -> Vec<i64> {
-    let held: Vec<i64> = db::run(client, &queries::LEASED, &[ids.into(), leases.into()])
+    let now = db::timestamp(db::now_us());
+    let rows = db::run(
+        client,
+        &queries::COMPLETE,
+        &[ids.into(), leases.into(), now.into()],
+    );
+    let mut done: Vec<i64> = rows
         .filter_map(|r| r.get::<i64>(1).ok().flatten())
         .collect();
-    if held.is_empty() {
-        return held;
-    }
-    succeed(client, held)
+    done.sort_unstable();
+    done
 }
 
 /// Jobs the caller has locked end `succeeded`; returns their ids, ascending.

@@ -215,9 +215,9 @@ mod tests {
             10,
         );
         assert_index_driven(
-            &queries::LEASED,
-            "bigint[], uuid[]",
-            &format!("{batch}, {leases}"),
+            &queries::COMPLETE,
+            "bigint[], uuid[], timestamptz",
+            &format!("{batch}, {leases}, now()"),
             10,
         );
         assert_index_driven(

@@ -7,5 +7,5 @@ SELECT l.id,
                           'headers', l.headers, 'attempt', l.attempts,
                           'max_attempts', $4::int, 'enqueued_at', l.enqueued_at)
   FROM unnest($1::bigint[], $2::uuid[]) AS p(id, lease)
-  JOIN queue_live l ON l.id = p.id AND l.lease = p.lease  -- in flight (see leased.sql)
+  JOIN queue_live l ON l.id = p.id AND l.lease = p.lease  -- in flight (see complete.sql)
    FOR UPDATE OF l

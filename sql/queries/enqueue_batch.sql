@@ -1,5 +1,6 @@
 -- $1 queue id, $2 payloads, $3 priority, $4 run_at, $5 state, $6 now. Ids are
--- drawn after sorting, so they ascend in input order.
+-- drawn after sorting, so they ascend in input order. They come back as one
+-- array, ascending.
 WITH jobs AS (
     INSERT INTO queue_live (slot, queue_id, priority, id, run_at, enqueued_at, state, payload)
     SELECT (g.last_value % 2)::smallint, q.id, $3, nextval('queue_job_id_seq'), $4, $6, $5,
@@ -13,4 +14,4 @@ WITH jobs AS (
     INSERT INTO queue_tallies (queue_id, enqueued_total)
     SELECT queue_id, count(*) FROM jobs GROUP BY queue_id
 )
-SELECT id FROM jobs
+SELECT array_agg(id ORDER BY id) FROM jobs

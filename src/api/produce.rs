@@ -152,11 +152,7 @@ fn queue_enqueue_batch(
                 db::timestamp(now).into(),
             ],
         );
-        let mut ids: Vec<i64> = rows
-            .into_iter()
-            .filter_map(|r| r.get::<i64>(1).ok().flatten())
-            .collect();
-        ids.sort_unstable();
+        let ids: Vec<i64> = rows.first().get_one().ok().flatten().unwrap_or_default();
         wake::on_commit(queue.sender.is_some());
         inserted(ids, name)
     });
