@@ -57,15 +57,18 @@ CREATE TABLE queue_live (
     enqueued_at      timestamptz NOT NULL,
     lease_expires_at timestamptz,
     lease            uuid,
-    state            text NOT NULL CHECK (state IN ('ready', 'scheduled', 'processing')),
+    state            text NOT NULL,
     worker           text,
     dedup_key        text,
     last_error       text,
     headers          jsonb,
-    payload          jsonb NOT NULL,
-    -- a job holds a lease exactly while it is in flight
-    CHECK ((state = 'processing') = (lease IS NOT NULL))
+    payload          jsonb NOT NULL
 ) PARTITION BY LIST (slot);
+-- Invariants that only the extension's statements write, so they are not
+-- CHECK constraints (each would be parsed anew by every statement that
+-- writes a job): `state` is one of the three words above, and a job holds a
+-- lease exactly while it is in flight (state = 'processing' and lease IS NOT
+-- NULL go together; completions rely on it).
 
 CREATE TABLE queue_live_0 PARTITION OF queue_live FOR VALUES IN (0)
     WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.02);
@@ -100,7 +103,7 @@ CREATE TABLE queue_done (
     enqueued_at  timestamptz NOT NULL,
     finished_at  timestamptz NOT NULL,
     expires_at   timestamptz NOT NULL,
-    status       text NOT NULL CHECK (status IN ('succeeded', 'cancelled')),
+    status       text NOT NULL,  -- 'succeeded' or 'cancelled'
     worker       text,
     dedup_key    text,
     last_error   text,

@@ -22,9 +22,20 @@ thread_local! {
     /// there are a few dozen and they live as long as the backend.
     static PLANS: RefCell<HashMap<usize, &'static OwnedPreparedStatement>> =
         RefCell::new(HashMap::new());
-    /// What we know of the installed extension, looked up once per backend
-    /// and checked against the current extension oid on every call.
+    /// What we know of the installed extension (NONE: look it up).
     static EXTENSION: Cell<Extension> = const { Cell::new(Extension::NONE) };
+    /// `forget_extension` is registered in this backend.
+    static CALLBACK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A relation cache invalidation: forget the extension when it concerns
+/// `queue_queues` or every relation.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn forget_extension(_arg: pg_sys::Datum, relid: Oid) {
+    let cached = EXTENSION.with(Cell::get);
+    if relid == Oid::INVALID || relid == cached.queues_table {
+        EXTENSION.with(|c| c.set(Extension::NONE));
+    }
 }
 
 fn plan(client: &SpiClient<'_>, stmt: &Statement) -> &'static OwnedPreparedStatement {
@@ -123,11 +134,19 @@ impl Extension {
     };
 }
 
+/// The installed extension, looked up once and kept until the relation
+/// cache says that `queue_queues` changed (DROP EXTENSION, a new schema or
+/// owner), or was reset as a whole.
 fn extension() -> Extension {
-    let oid = unsafe { pg_sys::get_extension_oid(c"queue".as_ptr(), false) };
     let cached = EXTENSION.with(Cell::get);
-    if cached.oid == oid {
+    if cached.oid != Oid::INVALID {
         return cached;
+    }
+    let oid = unsafe { pg_sys::get_extension_oid(c"queue".as_ptr(), false) };
+    if !CALLBACK.replace(true) {
+        unsafe {
+            pg_sys::CacheRegisterRelcacheCallback(Some(forget_extension), pg_sys::Datum::from(0))
+        };
     }
     let (owner, queues_table) = Spi::get_two_with_args::<Oid, Oid>(
         "SELECT e.extowner, c.oid FROM pg_catalog.pg_extension e \

@@ -9,7 +9,6 @@ WITH job AS (
      WHERE q.id = $1
     RETURNING id, queue_id
 ), tally AS (
-    INSERT INTO queue_tallies (queue_id, enqueued_total)
-    SELECT queue_id, count(*) FROM job GROUP BY queue_id
+    INSERT INTO queue_tallies (queue_id, enqueued_total) SELECT queue_id, 1 FROM job
 )
 SELECT id FROM job
