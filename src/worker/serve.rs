@@ -48,7 +48,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         me.procno = shared::my_procno();
         me.state = State::Idle;
     }
-    let Some(mut session) = session::transaction(Session::find) else {
+    let Some(mut session) = session::transaction(|| Session::find(None)) else {
         set_installed(database, Installed::No);
         exit_cleanly();
     };
@@ -75,7 +75,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             exit_cleanly();
         }
         // DROP EXTENSION, or a new schema after ALTER EXTENSION SET SCHEMA
-        session = match session::transaction(Session::find) {
+        session = match session::transaction(|| Session::find(Some(session))) {
             Some(found) => found,
             None => {
                 set_installed(database, Installed::No);

@@ -22,13 +22,24 @@ pub fn transaction<R>(f: impl FnOnce() -> R) -> R {
 /// after pg_catalog, so that nothing another role creates can stand in
 /// for what they call.
 pub struct Session {
+    extension: pg_sys::Oid,
     search_path: CString,
 }
 
 impl Session {
-    /// None when the extension is not installed in this database (the
-    /// caller is in a transaction).
-    pub fn find() -> Option<Session> {
+    /// The session of the extension installed now; None when it is not
+    /// installed (the caller is in a transaction). `known` is kept while
+    /// the extension is the same one. (A worker whose extension moved to
+    /// another schema fails its next statement, and its successor looks
+    /// the schema up again.)
+    pub fn find(known: Option<Session>) -> Option<Session> {
+        let extension = unsafe { pg_sys::get_extension_oid(c"queue".as_ptr(), true) };
+        if extension == pg_sys::Oid::INVALID {
+            return None;
+        }
+        if let Some(known) = known.filter(|k| k.extension == extension) {
+            return Some(known);
+        }
         let schema = Spi::get_one::<String>(
             "SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e \
                JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
@@ -37,6 +48,7 @@ impl Session {
         .ok()
         .flatten()?;
         Some(Session {
+            extension,
             search_path: CString::new(format!("pg_catalog, {schema}, pg_temp"))
                 .expect("a schema name without NUL"),
         })
