@@ -17,5 +17,5 @@ REVOKE ALL ON FUNCTION queue_maintain(boolean), queue_cleanup(), queue_expire(bi
 -- queue_workers); registering a database is CREATE EXTENSION's business.
 -- (A view calls its functions with the reader's privileges.)
 REVOKE ALL ON FUNCTION queue_worker_status(), queue_wake_latencies(),
-    queue_register_database() FROM PUBLIC;
+    queue_register_database(), queue_queues_changed(), queue_queues_trigger() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queue_worker_status() TO pg_monitor;

@@ -1,5 +1,7 @@
 //! Queues as the API sees them: looked up by name, with their policies.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
 use pgrx::datum::Interval;
@@ -12,6 +14,7 @@ use crate::policy::interval_micros;
 use crate::queries;
 use crate::rules;
 
+#[derive(Clone)]
 pub struct Queue {
     pub id: i32,
     pub name: String,
@@ -55,6 +58,38 @@ pub fn require(client: &mut SpiClient<'_>, name: &str) -> Result<Queue, QueueErr
     find(client, name)?.ok_or_else(|| QueueError::UndefinedQueue {
         name: name.to_string(),
     })
+}
+
+thread_local! {
+    /// Queues looked up by the hot paths (enqueue, claim), kept until a
+    /// change to any queue is announced (`changed`).
+    static CACHE: RefCell<HashMap<String, Queue>> = RefCell::new(HashMap::new());
+}
+
+/// `require`, from this backend's cache when it can: an enqueue or a claim
+/// then runs no statement to find its queue.
+pub fn require_cached(client: &mut SpiClient<'_>, name: &str) -> Result<Queue, QueueError> {
+    if let Some(queue) = CACHE.with(|c| c.borrow().get(name).cloned()) {
+        return Ok(queue);
+    }
+    let queue = require(client, name)?;
+    CACHE.with(|c| c.borrow_mut().insert(name.to_string(), queue.clone()));
+    Ok(queue)
+}
+
+/// Every backend forgets the queues it cached once the current transaction
+/// commits (this one, at its next command). Called by a trigger on
+/// `queue_queues` after every statement that writes it, whoever runs it. It
+/// rides on PostgreSQL's invalidation of the table in the relation cache,
+/// which reaches every backend, in order with the commit.
+#[pgrx::pg_extern(volatile, parallel_unsafe)]
+fn queue_queues_changed() {
+    unsafe { pg_sys::CacheInvalidateRelcacheByRelid(db::queues_table()) };
+}
+
+/// Called by `db` on a relation cache invalidation of `queue_queues`.
+pub fn forget_all() {
+    CACHE.with(|c| c.borrow_mut().clear());
 }
 
 impl Queue {

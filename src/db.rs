@@ -28,13 +28,15 @@ thread_local! {
     static CALLBACK: Cell<bool> = const { Cell::new(false) };
 }
 
-/// A relation cache invalidation: forget the extension when it concerns
-/// `queue_queues` or every relation.
+/// A relation cache invalidation: forget the extension, and the queues
+/// cached (`catalog::require_cached`), when it concerns `queue_queues` or
+/// every relation.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn forget_extension(_arg: pg_sys::Datum, relid: Oid) {
     let cached = EXTENSION.with(Cell::get);
     if relid == Oid::INVALID || relid == cached.queues_table {
         EXTENSION.with(|c| c.set(Extension::NONE));
+        crate::catalog::forget_all();
     }
 }
 

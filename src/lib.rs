@@ -41,6 +41,11 @@ extension_sql!(
     requires = [api::workers::queue_register_database, "views"]
 );
 extension_sql_file!("../sql/maintenance.sql", name = "maintenance");
+extension_sql_file!(
+    "../sql/triggers.sql",
+    name = "triggers",
+    requires = [catalog::queue_queues_changed]
+);
 extension_sql_file!("../sql/grants.sql", name = "grants", finalize);
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -46,7 +46,7 @@ fn queue_claim(
         rules::check_worker_name(worker).or_raise();
     }
     let claimed = db::with_tables(|client| {
-        let queue = catalog::require(client, name).or_raise();
+        let queue = catalog::require_cached(client, name).or_raise();
         queue.check_pulled().or_raise();
         if queue.paused {
             return Vec::new();

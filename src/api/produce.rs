@@ -27,7 +27,7 @@ fn due(now: i64, delay: &Interval, run_at: Option<TimestampWithTimeZone>) -> (i6
 }
 
 fn queue_for_insert(client: &mut SpiClient<'_>, name: &str) -> Queue {
-    let queue = catalog::require(client, name).or_raise();
+    let queue = catalog::require_cached(client, name).or_raise();
     catalog::lock_queue(queue.id, false);
     queue
 }
