@@ -8,7 +8,8 @@
 #   2  enqueue, batches of 100                         queue_enqueue_batch| pgmq.send_batch  | INSERT 100 rows
 #   3  claim + complete, one job per statement         queue_claim(1) + queue_complete | pgmq.read(1) + delete | DELETE next row
 #   4  claim + complete 100 per round trip             queue_claim(100) + queue_complete_batch | read(100) + delete(array) | DELETE next 100
-#   5  worker drain of 200,000 jobs, no-op SQL sender  (peer: the best pgmq consumer rate, from 4)
+#   5  worker drain of 200,000 jobs, no-op SQL sender  (peer: the best pgmq consumer rate, from 4,
+#      and pgmq's read(100) + delete on one connection, as the worker is one process)
 #   6  latency from an enqueue's commit to its sender call, idle and at 1,000 jobs/s
 #      (peer: a pgmq consumer waiting in read_with_poll, polling every 10 ms)
 #   7  the ceiling: the least work the same job needs, as plain SQL on a minimal table
@@ -49,6 +50,10 @@ echo "item,side,round,value" > "$RAW"
 : > "$NA"
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+# what is measured: the installed library (make install builds the work tree)
+LIB=$("$PG_CONFIG" --pkglibdir)/queue.so
+lib_sum=$(md5sum < "$LIB")
+build="commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src sql Cargo.toml || echo ' plus uncommitted changes to src/ or sql/'), library installed $(date -u -r "$LIB" '+%Y-%m-%d %H:%M UTC')"
 cluster_start "${BENCH_DIR:-/tmp/qbench/bench}" "${BENCH_PORT:-54400}"
 workdir qbench-scripts
 
@@ -175,10 +180,16 @@ fill() {
     esac > /dev/null
 }
 
-# before every round: the upkeep a scheduled job (or the worker) runs on our
-# side, and a checkpoint, so that no round pays for another's dirty pages
+# Before every round a checkpoint, so that no round pays for another's dirty
+# pages. Upkeep on our side: a build whose worker runs queue_maintain() on
+# its own (queue.upkeep_interval) gets none from here, since two
+# queue_maintain() at once can deadlock; an older build gets a call per round,
+# as a scheduled job would make.
+worker_upkeep=$(sql -c "SELECT current_setting('queue.upkeep_interval', true)")
 settle() {
-    sql -c "SELECT queue_maintain()" > /dev/null
+    if [ -z "$worker_upkeep" ]; then
+        sql -c "SELECT queue_maintain()" > /dev/null || echo "  (queue_maintain failed; going on)" >&2
+    fi
     sql -c "CHECKPOINT"
 }
 
@@ -223,6 +234,8 @@ throughput 2 100 0 queue:q_enq100 pgmq:p_enq100 ceiling:c_enq100
 throughput 3 1 50000 queue:q_c1:c1 pgmq:p_c1:c1 ceiling:c_c1:x
 throughput 4 100 300000 queue:q_c100:c100 pgmq:p_c100:c100 ceiling:c_c100:x
 throughput 4b 100 300000 queue:q_c100one:c100one
+# the drain (5) is one worker process: pgmq's consumer on one connection too
+CLIENTS=1 THREADS=1 throughput 5p 100 300000 pgmq:p_c100:c100
 
 # ---------------------------------------------------------------- 5 drain
 # Fills a paused queue, resumes it and times the worker until every job is
@@ -351,6 +364,7 @@ table() {
     row "4 | claim 100 + complete the batch (2 statements)" "jobs/s" 4 4 pgmq 4
     row "4b | claim 100 + complete in one statement (pgmq: as in 4)" "jobs/s" 4b 4 pgmq 4
     row "5 | worker drain of $(fmt "$DRAIN_JOBS") jobs, no-op sender (pgmq: best consumer, $best_pgmq)" "jobs/s" 5 "$best_pgmq" pgmq 4
+    row "5′ | the same drain (pgmq: one consumer connection, read(100) + delete)" "jobs/s" 5 5p pgmq 4
     row "6 | latency enqueue → sender, idle ($IDLE_RATE/s), median" "ms" 6idle-p50 6idle-p50 pgmq ""
     row "6 | latency enqueue → sender, idle, p99" "ms" 6idle-p99 6idle-p99 pgmq ""
     row "6 | latency enqueue → sender at $(fmt "$LOAD_RATE") jobs/s, median" "ms" 6load-p50 6load-p50 pgmq ""
@@ -370,7 +384,15 @@ machine() {
     echo "- machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(free -g | awk '/^Mem:/ { print $2 }') GiB memory, $(uname -sr)"
     echo "- load average (1, 5, 15 min) before: $load_before, after: $load_after"
     echo "- PostgreSQL: $(sql -c "SELECT version()" | sed 's/ on .*//'), data directory on $(df -h "$DIR" | awk 'NR == 2 { print $1 }')"
-    echo "- queue: commit $(git rev-parse --short HEAD), installed library of $(date -u -r "$("$PG_CONFIG" --pkglibdir)/queue.so" '+%Y-%m-%d %H:%M UTC'); pgmq $(cat "$WORK/pgmq-version" | sed 's/^pgmq //') (the pgmq crate's embedded SQL)"
+    if [ -n "$worker_upkeep" ]; then
+        echo "- upkeep on queue's side: the worker's own, every $worker_upkeep (queue.upkeep_interval)"
+    else
+        echo "- upkeep on queue's side: SELECT queue_maintain() before each round"
+    fi
+    echo "- queue: $build; pgmq $(sed 's/^pgmq //' "$WORK/pgmq-version") (the pgmq crate's embedded SQL)"
+    if [ "$(md5sum < "$LIB")" != "$lib_sum" ]; then
+        echo "- **warning**: the installed library was replaced during the run (at $(date -u -r "$LIB" '+%H:%M UTC')); new connections after that ran another build"
+    fi
     echo "- settings (SHOW): $(sql -F '=' -c "SELECT name, current_setting(name) FROM pg_settings WHERE name IN ($setting_names) ORDER BY name" | sed 's/=/ = /' | paste -sd ';' | sed 's/;/; /g')"
 }
 

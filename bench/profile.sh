@@ -71,3 +71,35 @@ fill_queue; fill_pgmq
 sql -c "VACUUM ANALYZE" > /dev/null
 run "queue_claim(1) + queue_complete" q_c1
 run "pgmq.read(1) + pgmq.delete" p_c1
+
+# The worker's drain: where a delivery's time goes (the worker's own
+# statements, tracked as nested ones), and the commits it makes per job.
+cat > "$WORK/noop.sql" <<'SQL'
+CREATE FUNCTION public.bench_noop(job jsonb) RETURNS void LANGUAGE sql AS $$ SELECT $$;
+SELECT queue_create('d');
+SELECT queue_pause('d');
+SELECT queue_register_sender('d', 'public.bench_noop(jsonb)'::regprocedure);
+SELECT count(*) FROM generate_series(1, 5) g, LATERAL queue_enqueue_batch('d', array_fill('{}'::jsonb, ARRAY[10000 + 0 * g]));
+SQL
+if sql -f "$WORK/noop.sql" > /dev/null 2>&1; then
+    sql -c "VACUUM ANALYZE" -c "CHECKPOINT" -c "SELECT pg_stat_reset_shared('wal')" -c "SELECT pg_stat_statements_reset()" > /dev/null
+    commits0=$(sql -c "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+    t0=$(date +%s.%N)
+    sql -c "SELECT queue_resume('d')" > /dev/null
+    until [ "$(sql -c "SELECT pending + processing FROM queue_stats WHERE queue = 'd'")" = 0 ]; do sleep 0.5; done
+    t1=$(date +%s.%N)
+    sleep 1
+    commits1=$(sql -c "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+    echo "== worker drain of 50,000 jobs: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", 50000 / (b - a) }') jobs/s (polled every 0.5 s);" \
+        "$(( (commits1 - commits0) )) commits in the database (the poller's included)"
+    sql -F ' | ' -c "SELECT 'WAL per job: ' || round(wal_bytes / 50000) || ' bytes, ' || round(wal_records::numeric / 50000, 1) || ' records' FROM pg_stat_wal"
+    sql -F ' | ' <<'SQL'
+SELECT calls, round((total_exec_time / 50000)::numeric, 4) AS ms_per_job,
+       round((100 * total_exec_time / sum(total_exec_time) OVER ())::numeric, 1) AS pct,
+       left(regexp_replace(query, '\s+', ' ', 'g'), 110)
+  FROM pg_stat_statements WHERE query NOT LIKE '%queue_stats%' AND query NOT LIKE '%pg_stat%'
+ ORDER BY total_exec_time DESC LIMIT 12;
+SQL
+else
+    echo "== worker drain: n/a (no queue_register_sender in this build)"
+fi

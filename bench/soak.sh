@@ -5,6 +5,8 @@
 # which keeps vacuum from removing any dead tuple. Producers enqueue at the
 # same rate as consumers claim and complete, so the backlog stays level.
 # Then the same load, rate and snapshot on pgmq (read(1) + delete).
+# Consumers get the 4 connections of the peak measurement, so half the rate
+# leaves them half their capacity.
 #
 # Every SOAK_SAMPLE (10) seconds it records throughput (jobs completed),
 # claim latency (median and p99, from pgbench's per-transaction log), the
@@ -17,8 +19,10 @@
 # Settings (environment): SOAK_SECS, SOAK_HOLD_SECS, SOAK_SAMPLE,
 # SOAK_RATE (jobs/s; default: half the peak measured first), SOAK_SIDES
 # ("queue pgmq"), SOAK_BACKLOG (jobs waiting at the start: 20 s of the rate),
-# SOAK_PLOT (bench/soak.png), SOAK_DOC (BENCHMARKS.md), SOAK_DIR, SOAK_PORT,
-# PGMQ_INSTALL.
+# SOAK_UPKEEP_INTERVAL (queue.upkeep_interval for the worker; default: the
+# extension's), SOAK_TAG (soak: names the result files and the region of
+# BENCHMARKS.md, soak-run), SOAK_PLOT (bench/soak.png), SOAK_DOC
+# (BENCHMARKS.md), SOAK_DIR, SOAK_PORT, PGMQ_INSTALL.
 . "$(dirname "$0")/common.sh"
 
 SECS=${SOAK_SECS:-600}
@@ -28,17 +32,23 @@ SIDES=${SOAK_SIDES:-queue pgmq}
 PLOT=${SOAK_PLOT-bench/soak.png}
 DOC=${SOAK_DOC-BENCHMARKS.md}
 PGMQ_INSTALL=${PGMQ_INSTALL:-target/debug/pgmq-install}
+TAG=${SOAK_TAG:-soak}
 OUT=bench/results
 PAYLOAD='{"to": "ada@example.com", "template": "welcome", "n": 1}'
 mkdir -p "$OUT"
-SERIES=$OUT/soak-series.csv         # one line per side and sample
-RELS=$OUT/soak-relations.csv        # one line per side, sample and relation
+SERIES=$OUT/$TAG-series.csv         # one line per side and sample
+RELS=$OUT/$TAG-relations.csv        # one line per side, sample and relation
 echo "side,t,held,jobs_per_s,claim_p50_ms,claim_p99_ms,backlog,total_bytes,history_bytes,claim_table_bytes,dead_tuples" > "$SERIES"
 echo "side,t,held,relation,kind,bytes,dead_tuples" > "$RELS"
 
 cluster_start "${SOAK_DIR:-/tmp/qbench/soak}" "${SOAK_PORT:-54402}"
 workdir qbench-soak
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+LIB=$("$PG_CONFIG" --pkglibdir)/queue.so
+build="commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src sql Cargo.toml || echo ' plus uncommitted changes to src/ or sql/'), library installed $(date -u -r "$LIB" '+%Y-%m-%d %H:%M UTC')"
+if [ -n "${SOAK_UPKEEP_INTERVAL:-}" ]; then
+    sql -c "ALTER SYSTEM SET queue.upkeep_interval = '$SOAK_UPKEEP_INTERVAL'" -c "SELECT pg_reload_conf()" > /dev/null
+fi
 
 # ---------------------------------------------------------------- set-up
 sql -c "CREATE DATABASE soak_queue" -c "CREATE DATABASE soak_pgmq"
@@ -198,7 +208,7 @@ soak() {  # SIDE
     start=$(date +%s.%N)
     DB=soak_$side pgb -c 2 -j 1 -R "$RATE" -T "$SECS" -f "${side}_produce.sql" > "$WORK/producer.out" 2>&1 &
     producer=$!
-    DB=soak_$side pgb -c 2 -j 1 -R $((RATE * 2)) -T "$SECS" -D phase=0 -l --log-prefix=lat \
+    DB=soak_$side pgb -c 4 -j 2 -R $((RATE * 2)) -T "$SECS" -D phase=0 -l --log-prefix=lat \
         -f "${side}_consume.sql" > "$WORK/consumer.out" 2>&1 &
     consumer=$!
     prev_done=$(DB=soak_$side sql -c "$(done_sql "$side")")
@@ -228,6 +238,7 @@ soak() {  # SIDE
     awk -F, -v side="$side" 'NR == FNR { p50[$1] = $2; p99[$1] = $3; next }
         $1 == side { $5 = p50[$2]; $6 = p99[$2] } { print }' OFS=, \
         <(tr ' ' , < "$WORK/lat-series") "$SERIES" > "$SERIES.tmp" && mv "$SERIES.tmp" "$SERIES"
+    cat "$WORK"/lat.* > "$OUT/$TAG-$side-consumer.log"   # every claim and completion, for a closer look
     rm -f "$WORK"/lat.*
 }
 
@@ -243,7 +254,7 @@ series_table() {
     awk -F, 'NR > 1 { printf "| %s | %d | %s | %.0f | %s / %s | %d | %.2f MB | %.1f MB | %.2f MB | %d |\n",
         $1, $2, ($3 ? "yes" : ""), $4, $5, $6, $7, ($8 - $9) / 1048576, $9 / 1048576, $10 / 1048576, $11 }' "$SERIES"
 }
-series_table | tee "$OUT/soak-series.md"
+series_table | tee "$OUT/$TAG-series.md"
 
 # summary: each side's phases, medians of the samples; sizes and dead tuples
 # at the end of each phase
@@ -269,7 +280,7 @@ summary() {
     echo "(medians of the ${SAMPLE}-s samples; \"history\" is queue_done, the succeeded jobs kept for the queue's retention of 1 day, $(awk -F, '$1 == "queue" { h = $9 } END { printf "%.1f MB", h / 1048576 }' "$SERIES") at the end; pgmq deletes its messages (nothing archived))"
 }
 echo
-summary | tee "$OUT/soak-summary.md"
+summary | tee "$OUT/$TAG-summary.md"
 
 # per relation: size and dead tuples at the end of each phase
 relations_table() {
@@ -285,7 +296,7 @@ relations_table() {
                     s0[k] / 1024, s1[k] / 1024, mx[k] / 1024, d0[k], d1[k] }' "$RELS" | sort
 }
 echo
-relations_table | tee "$OUT/soak-relations.md"
+relations_table | tee "$OUT/$TAG-relations.md"
 
 if [ -n "$PLOT" ]; then
     py=python3
@@ -302,8 +313,8 @@ fi
 if [ -n "$DOC" ]; then
     {
         echo
-        echo "- run: $(date -u '+%Y-%m-%d %H:%M UTC'), $SECS s per side at $RATE jobs/s (producers: 2 connections, single enqueues; consumers: 2 connections, claim one job then complete it), snapshot held for the last $HOLD s, a sample every $SAMPLE s; upkeep on queue's side: $UPKEEP"
-        echo "- machine: $(nproc) cores, $(free -g | awk '/^Mem:/ { print $2 }') GiB; load average before: $load_before, after: $load_after; $(DB=soak_queue sql -c "SELECT version()" | sed 's/ on .*//'), fsync and synchronous_commit on; pgmq $(sed 's/^pgmq //' "$WORK/pgmq-version")"
+        echo "- run: $(date -u '+%Y-%m-%d %H:%M UTC'), $SECS s per side at $RATE jobs/s (producers: 2 connections, single enqueues; consumers: 4 connections, claim one job then complete it), snapshot held for the last $HOLD s, a sample every $SAMPLE s; upkeep on queue's side: $UPKEEP"
+        echo "- machine: $(nproc) cores, $(free -g | awk '/^Mem:/ { print $2 }') GiB; load average before: $load_before, after: $load_after; $(DB=soak_queue sql -c "SELECT version()" | sed 's/ on .*//'), fsync and synchronous_commit on; queue: $build; pgmq $(sed 's/^pgmq //' "$WORK/pgmq-version")"
         echo
         summary
         echo
@@ -311,6 +322,6 @@ if [ -n "$DOC" ]; then
         echo
         relations_table
         echo
-    } | replace_region "$DOC" soak-run
+    } | replace_region "$DOC" "$TAG-run"
     echo "(written to $DOC)"
 fi
