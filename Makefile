@@ -52,4 +52,5 @@ soak: install
 	bench/soak.sh
 bench-smoke: install
 	cargo build -p pgmq-install
-	BENCH_ROUNDS=1 BENCH_SECS=1 BENCH_FILL=20000 BENCH_DRAIN_JOBS=2000 BENCH_DOC= bench/compare.sh
+	BENCH_ROUNDS=1 BENCH_SECS=1 BENCH_FILL=20000 BENCH_DRAIN_JOBS=2000 BENCH_DOC= \
+	    BENCH_DIR=/tmp/qbench/smoke BENCH_PORT=54419 bench/compare.sh

@@ -22,6 +22,11 @@ trap 'exit 130' INT TERM   # so that the EXIT trap stops the cluster
 # Sets DIR and PORT for sql, pgb and friends.
 cluster_start() {
     DIR=$1 PORT=$2
+    # never pull a running cluster (another run of the same script) from under its server
+    if [ -f "$DIR/data/postmaster.pid" ] && kill -0 "$(head -1 "$DIR/data/postmaster.pid")" 2>/dev/null; then
+        echo "$DIR holds a running cluster: another run? (set its directory and port by the environment)" >&2
+        exit 1
+    fi
     rm -rf "$DIR"
     scripts/cluster.sh start "$DIR" "$PORT"
     at_exit "scripts/cluster.sh stop '$DIR'; rm -rf '$DIR'"

@@ -16,7 +16,7 @@
 # bench/results/, plots them into bench/soak.png and, unless SOAK_DOC is
 # empty, writes the summary into BENCHMARKS.md (between its soak-run markers).
 #
-# Settings (environment): SOAK_SECS, SOAK_HOLD_SECS, SOAK_SAMPLE,
+# Settings (environment): SOAK_SECS, SOAK_HOLD_SECS, SOAK_SAMPLE, SOAK_MERGE,
 # SOAK_RATE (jobs/s; default: half the peak measured first), SOAK_SIDES
 # ("queue pgmq"), SOAK_BACKLOG (jobs waiting at the start: 20 s of the rate),
 # SOAK_UPKEEP_INTERVAL (queue.upkeep_interval for the worker; default: the
@@ -40,6 +40,14 @@ SERIES=$OUT/$TAG-series.csv         # one line per side and sample
 RELS=$OUT/$TAG-relations.csv        # one line per side, sample and relation
 echo "side,t,held,jobs_per_s,claim_p50_ms,claim_p99_ms,backlog,total_bytes,history_bytes,claim_table_bytes,dead_tuples" > "$SERIES"
 echo "side,t,held,relation,kind,bytes,dead_tuples" > "$RELS"
+# SOAK_MERGE=DIR/TAG: keep the sides not run now from an earlier run's files
+# (DIR/TAG-series.csv and -relations.csv), e.g. pgmq's, which does not change
+if [ -n "${SOAK_MERGE:-}" ]; then
+    for f in series relations; do
+        awk -F, -v run=" $SIDES " 'NR > 1 && index(run, " " $1 " ") == 0' "$SOAK_MERGE-$f.csv" \
+            >> "$OUT/$TAG-$f.csv"
+    done
+fi
 
 cluster_start "${SOAK_DIR:-/tmp/qbench/soak}" "${SOAK_PORT:-54402}"
 workdir qbench-soak
@@ -262,7 +270,7 @@ summary() {
     echo "| side | phase | jobs/s | claim p50 ms | claim p99 ms | backlog at end | storage without history: at end (largest) | claim table + indexes: at end (largest) | dead tuples: at end (largest) |"
     echo "|---|---|---|---|---|---|---|---|---|"
     local side held
-    for side in $SIDES; do
+    for side in $(awk -F, 'NR > 1 && !seen[$1]++ { print $1 }' "$SERIES"); do
         for held in 0 1; do
             awk -F, -v side="$side" -v held="$held" '
                 function med(x, n,   i, k, t, s) { for (i = 1; i <= n; i++) s[i] = x[i]
@@ -315,6 +323,9 @@ if [ -n "$DOC" ]; then
         echo
         echo "- run: $(date -u '+%Y-%m-%d %H:%M UTC'), $SECS s per side at $RATE jobs/s (producers: 2 connections, single enqueues; consumers: 4 connections, claim one job then complete it), snapshot held for the last $HOLD s, a sample every $SAMPLE s; upkeep on queue's side: $UPKEEP"
         echo "- machine: $(nproc) cores, $(free -g | awk '/^Mem:/ { print $2 }') GiB; load average before: $load_before, after: $load_after; $(DB=soak_queue sql -c "SELECT version()" | sed 's/ on .*//'), fsync and synchronous_commit on; queue: $build; pgmq $(sed 's/^pgmq //' "$WORK/pgmq-version")"
+        if [ -n "${SOAK_MERGE:-}" ]; then
+            echo "- the sides other than $SIDES: from the earlier run in $SOAK_MERGE-series.csv, at the same rate"
+        fi
         echo
         summary
         echo
