@@ -213,7 +213,9 @@ BEGIN
                 $sql$, 1 - current_slot, source);
             EXECUTE format('TRUNCATE %s', source);
             live_rotated := true;
-        EXCEPTION WHEN lock_not_available THEN
+        -- Another upkeep holds the partition (two that both read it and
+        -- then both ask for it deadlock; PostgreSQL picks one): skip.
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
             NULL;
         END;
     END IF;

@@ -303,3 +303,31 @@ fn concurrent_retries_move_each_dead_letter_once() {
     let live: i64 = one(&mut admin, "SELECT count(*) FROM queue_live", &[]);
     assert_eq!(live, 300);
 }
+
+#[test]
+fn upkeep_calls_at_once_never_fail() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client.batch_execute("SELECT queue_create('m')").unwrap();
+    enqueue_many(&mut client, "m", 2000);
+    // two sessions rotating the live partitions over and over, as a
+    // scheduled upkeep and the worker's own may: each either rotates or
+    // skips, and no call fails (it once could with deadlock_detected)
+    let failures = on_connections(&cluster, 2, |_, client| {
+        (0..30)
+            .filter_map(|_| {
+                client
+                    .query("SELECT * FROM queue_maintain(force => true)", &[])
+                    .err()
+                    .map(|e| e.to_string())
+            })
+            .collect::<Vec<_>>()
+    });
+    assert!(failures.iter().all(Vec::is_empty), "{failures:?}");
+    let pending: i64 = one(
+        &mut client,
+        "SELECT pending FROM queue_stats WHERE queue = 'm'",
+        &[],
+    );
+    assert_eq!(pending, 2000, "every job kept");
+}

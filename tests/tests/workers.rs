@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use queue_client_tests::{one, Client, Cluster, NoTls, DB};
 
-const DEADLINE: Duration = Duration::from_secs(30);
+const DEADLINE: Duration = Duration::from_secs(60);
 
 /// Waits until `f` holds, or fails the test after DEADLINE.
 fn eventually(what: &str, mut f: impl FnMut() -> bool) {
