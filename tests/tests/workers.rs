@@ -58,8 +58,12 @@ fn served_database(cluster: &Cluster, name: &str) {
     cluster
         .connect_to(name)
         .batch_execute(
+            // a sender queue: its commits wake a running worker (pull
+            // queues' commits only ask for one when none runs)
             "CREATE EXTENSION queue;
              SELECT queue_create('jobs');
+             CREATE FUNCTION public.nothing(job jsonb) RETURNS void LANGUAGE sql AS 'SELECT';
+             SELECT queue_register_sender('jobs', 'public.nothing(jsonb)');
              SELECT queue_enqueue('jobs', '{}');",
         )
         .unwrap();
