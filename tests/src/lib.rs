@@ -290,3 +290,16 @@ pub fn enqueue_many(client: &mut Client, queue: &str, n: usize) -> Vec<i64> {
     }
     all
 }
+
+/// How long `eventually` waits: generous, since tests assert no timing and
+/// the machine may be loaded.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Waits until `f` holds, or fails the test after DEADLINE.
+pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -6,20 +6,9 @@
 
 use std::collections::HashSet;
 use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use queue_client_tests::{enqueue_many, one, Client, Cluster};
-
-const DEADLINE: Duration = Duration::from_secs(60);
-
-/// Waits until `f` holds, or fails the test after DEADLINE.
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + DEADLINE;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        sleep(Duration::from_millis(50));
-    }
-}
+use queue_client_tests::{enqueue_many, eventually, one, Client, Cluster};
 
 /// (status, count) of the jobs of `queue`.
 fn statuses(client: &mut Client, queue: &str) -> Vec<(String, i64)> {

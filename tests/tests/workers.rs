@@ -9,18 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use queue_client_tests::{one, Client, Cluster, NoTls, DB};
-
-const DEADLINE: Duration = Duration::from_secs(60);
-
-/// Waits until `f` holds, or fails the test after DEADLINE.
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + DEADLINE;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        sleep(Duration::from_millis(50));
-    }
-}
+use queue_client_tests::{eventually, one, Client, Cluster, NoTls, DB};
 
 /// Checks that `f` holds for a while.
 fn stays(what: &str, duration: Duration, mut f: impl FnMut() -> bool) {
