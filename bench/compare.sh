@@ -27,7 +27,8 @@
 # BENCH_FILL (jobs in a claim queue before its first round, by default
 # 50,000 for item 3 and 300,000 for 4; later rounds get twice what the
 # previous one took), BENCH_DOC (BENCHMARKS.md),
-# BENCH_DIR (/tmp/qbench/bench), BENCH_PORT (54400), PGMQ_INSTALL (binary).
+# BENCH_DIR (/tmp/qbench/bench), BENCH_PORT (54400), PGMQ_INSTALL (binary),
+# BENCH_ITEMS (the items to measure, by default all: "1 2 3 4 4b 5p 5 6").
 . "$(dirname "$0")/common.sh"
 
 ROUNDS=${BENCH_ROUNDS:-5}
@@ -39,6 +40,8 @@ LOAD_RATE=${BENCH_LOAD_RATE:-1000}
 IDLE_RATE=${BENCH_IDLE_RATE:-50}
 FILL=${BENCH_FILL:-}
 DOC=${BENCH_DOC-BENCHMARKS.md}
+ITEMS=" ${BENCH_ITEMS:-1 2 3 4 4b 5p 5 6} "
+item() { [[ $ITEMS == *" $1 "* ]]; }
 PGMQ_INSTALL=${PGMQ_INSTALL:-target/debug/pgmq-install}
 OUT=bench/results
 PAYLOAD='{"to": "ada@example.com", "template": "welcome", "n": 1}'
@@ -229,13 +232,13 @@ throughput() {
 
 # ---------------------------------------------------------------- 1-4, 7
 echo "Measuring: $ROUNDS rounds of ${SECS} s per figure, $CLIENTS connections" >&2
-throughput 1 1 0 queue:q_enq1 pgmq:p_enq1 ceiling:c_enq1
-throughput 2 100 0 queue:q_enq100 pgmq:p_enq100 ceiling:c_enq100
-throughput 3 1 50000 queue:q_c1:c1 pgmq:p_c1:c1 ceiling:c_c1:x
-throughput 4 100 300000 queue:q_c100:c100 pgmq:p_c100:c100 ceiling:c_c100:x
-throughput 4b 100 300000 queue:q_c100one:c100one
+item 1 && throughput 1 1 0 queue:q_enq1 pgmq:p_enq1 ceiling:c_enq1
+item 2 && throughput 2 100 0 queue:q_enq100 pgmq:p_enq100 ceiling:c_enq100
+item 3 && throughput 3 1 50000 queue:q_c1:c1 pgmq:p_c1:c1 ceiling:c_c1:x
+item 4 && throughput 4 100 300000 queue:q_c100:c100 pgmq:p_c100:c100 ceiling:c_c100:x
+item 4b && throughput 4b 100 300000 queue:q_c100one:c100one
 # the drain (5) is one worker process: pgmq's consumer on one connection too
-CLIENTS=1 THREADS=1 throughput 5p 100 300000 pgmq:p_c100:c100
+item 5p && CLIENTS=1 THREADS=1 throughput 5p 100 300000 pgmq:p_c100:c100
 
 # ---------------------------------------------------------------- 5 drain
 # Fills a paused queue, resumes it and times the worker until every job is
@@ -271,7 +274,7 @@ drain() {
         sql -c "SELECT queue_purge('drain', 'succeeded')" > /dev/null
     done
 }
-drain
+item 5 && drain
 
 # ---------------------------------------------------------------- 6 latency
 # One round: enqueue at RATE for SECS; the sender (ours) or the consumer
@@ -315,7 +318,7 @@ latency() {
         done
     done
 }
-latency
+item 6 && latency
 
 # ---------------------------------------------------------------- report
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -157,13 +157,43 @@ LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, @extschema@, pg_temp
 RETURN queue_expire(10000);
 
--- All of the upkeep in one call: rotates the ring of live partitions when
--- dead tuples or empty pages have piled up in the current one (force:
--- regardless), then
--- runs queue_cleanup() once. It never waits long for a lock
--- (lock_timeout) and skips what it cannot lock; run it again later.
-CREATE FUNCTION queue_maintain(force boolean DEFAULT false)
-RETURNS TABLE (live_rotated boolean, cleaned bigint)
+-- Whether a transaction of this database has kept a snapshot open for more
+-- than a second: until it ends, no dead tuple that it might see can be
+-- removed by vacuum, nor its index entry marked dead by the scans that step
+-- over it. (Vacuum itself is left out: its snapshot holds nothing back.)
+CREATE FUNCTION queue_cleanup_held_back() RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+RETURN EXISTS (SELECT FROM pg_stat_activity a
+                WHERE a.datid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                  AND a.backend_xmin IS NOT NULL
+                  AND a.pid <> pg_backend_pid()
+                  AND a.backend_type <> 'autovacuum worker'
+                  AND a.xact_start < clock_timestamp() - interval '1 second');
+
+-- Rotates the live ring when that costs less than keeping the current
+-- partition (force: regardless), and says whether it did. New jobs go to
+-- the slot the generation counter names; rotating copies the jobs of that
+-- slot to the other one and truncates it, which gives back the space of
+-- its dead tuples even while a snapshot pins them, and leaves claims no
+-- dead index entries to step over. When to rotate:
+--
+-- - the dead tuples outnumber the jobs it holds (and a floor): vacuum is
+--   behind, and copying the jobs costs less than what claims pay for the
+--   dead ones;
+-- - a snapshot held open keeps the dead tuples, and their index entries,
+--   from being cleaned at all. Every claim then steps over the entries of
+--   every job claimed since the last rotation, a cost that grows with the
+--   square of the time between rotations, while a rotation costs a copy of
+--   the jobs waiting: rotating once the dead tuples pass 40 times the
+--   square root of the jobs (and a floor) keeps both small;
+-- - vacuum removed the dead tuples but left mostly empty pages, which a
+--   sequential scan (queue_stats) still reads: over 8 MB and four times
+--   what its jobs need.
+--
+-- It never waits long for a lock, and skips the rotation when another
+-- upkeep holds the partition. The worker calls it every second.
+CREATE FUNCTION queue_rotate_live(force boolean DEFAULT false) RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, @extschema@, pg_temp
 SET lock_timeout = '200ms'
@@ -171,55 +201,70 @@ AS $$
 DECLARE
     current_slot integer;
     source regclass;
+    dead bigint;
+    live bigint;
     row_bytes numeric;
 BEGIN
     IF force IS NULL THEN
         RAISE EXCEPTION 'force must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    PERFORM queue_check_read_committed('queue_maintain');
-    live_rotated := false;
-
-    -- The live ring: new jobs go to the slot the generation counter names.
-    -- Once the dead tuples in it outnumber the jobs it holds (and a floor),
-    -- copying those jobs to the other slot and truncating this one costs
-    -- less than keeping it: claims stop wading through dead index entries,
-    -- and the space comes back even if a snapshot pins the dead tuples.
-    --
-    -- Vacuum may have removed the dead tuples first and left the partition
-    -- mostly empty pages, which a sequential scan (queue_stats) still reads:
-    -- a partition over 8 MB and four times what its jobs need is rotated too.
+    PERFORM queue_check_read_committed('queue_rotate_live');
     current_slot := (SELECT last_value % 2 FROM queue_live_generation);
     source := format('queue_live_%s', current_slot)::regclass;
-    EXECUTE format('SELECT avg(pg_column_size(s.*)) FROM (SELECT * FROM %s LIMIT 100) s', source)
-       INTO row_bytes;
-    IF force
-       OR pg_stat_get_dead_tuples(source) > greatest(5000, pg_stat_get_live_tuples(source))
-       OR pg_relation_size(source)
-          > greatest(8 * 1024 * 1024, 4 * pg_stat_get_live_tuples(source) * coalesce(row_bytes, 0))
+    dead := pg_stat_get_dead_tuples(source);
+    live := pg_stat_get_live_tuples(source);
+    IF NOT (force OR dead > greatest(5000, live)
+            OR (dead > greatest(5000, 40 * sqrt(live)) AND queue_cleanup_held_back()))
     THEN
-        BEGIN
-            EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', source);
-            PERFORM nextval('queue_live_generation');
-            -- Jobs of queues dropped meanwhile are left behind.
-            EXECUTE format($sql$
-                INSERT INTO queue_live (slot, queue_id, priority, attempts, id, run_at,
-                    enqueued_at, lease_expires_at, lease, state, worker, dedup_key,
-                    last_error, headers, payload)
-                SELECT %s, l.queue_id, l.priority, l.attempts, l.id, l.run_at,
-                       l.enqueued_at, l.lease_expires_at, l.lease, l.state, l.worker,
-                       l.dedup_key, l.last_error, l.headers, l.payload
-                  FROM %s l
-                 WHERE EXISTS (SELECT FROM queue_queues q WHERE q.id = l.queue_id)
-                $sql$, 1 - current_slot, source);
-            EXECUTE format('TRUNCATE %s', source);
-            live_rotated := true;
-        -- Another upkeep holds the partition (two that both read it and
-        -- then both ask for it deadlock; PostgreSQL picks one): skip.
-        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
-            NULL;
-        END;
+        IF pg_relation_size(source) <= 8 * 1024 * 1024 THEN
+            RETURN false;
+        END IF;
+        EXECUTE format('SELECT avg(pg_column_size(s.*)) FROM (SELECT * FROM %s LIMIT 100) s', source)
+           INTO row_bytes;
+        IF pg_relation_size(source) <= 4 * live * coalesce(row_bytes, 0) THEN
+            RETURN false;
+        END IF;
     END IF;
+    BEGIN
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', source);
+        PERFORM nextval('queue_live_generation');
+        -- Jobs of queues dropped meanwhile are left behind.
+        EXECUTE format($sql$
+            INSERT INTO queue_live (slot, queue_id, priority, attempts, id, run_at,
+                enqueued_at, lease_expires_at, lease, state, worker, dedup_key,
+                last_error, headers, payload)
+            SELECT %s, l.queue_id, l.priority, l.attempts, l.id, l.run_at,
+                   l.enqueued_at, l.lease_expires_at, l.lease, l.state, l.worker,
+                   l.dedup_key, l.last_error, l.headers, l.payload
+              FROM %s l
+             WHERE EXISTS (SELECT FROM queue_queues q WHERE q.id = l.queue_id)
+            $sql$, 1 - current_slot, source);
+        EXECUTE format('TRUNCATE %s', source);
+        RETURN true;
+    -- Another upkeep holds the partition (two that both read it and then
+    -- both ask for it deadlock; PostgreSQL picks one): skip.
+    EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+        RETURN false;
+    END;
+END
+$$;
 
+-- All of the upkeep in one call: rotates the ring of live partitions when
+-- that is due (force: regardless; see queue_rotate_live), then runs
+-- queue_cleanup() once. It never waits long for a lock (lock_timeout) and
+-- skips what it cannot lock; run it again later.
+CREATE FUNCTION queue_maintain(force boolean DEFAULT false)
+RETURNS TABLE (live_rotated boolean, cleaned bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, @extschema@, pg_temp
+SET lock_timeout = '200ms'
+AS $$
+BEGIN
+    IF force IS NULL THEN
+        RAISE EXCEPTION 'force must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM queue_check_read_committed('queue_maintain');
+    live_rotated := queue_rotate_live(force);
     cleaned := queue_cleanup();
     RETURN NEXT;
 END

@@ -195,7 +195,11 @@ SELECT pg_catalog.pg_extension_config_dump('queue_tallies', '');
 
 -- The partition of queue_done that a job expiring at `expires` goes to: one
 -- four-hour window of every 32 hours, so that each partition empties soon
--- after its window has passed.
+-- after its window has passed. Its body is immutable as declared (EXTRACT
+-- from a timestamptz is only stable; from an interval it is immutable), so
+-- that the planner inlines it: not inlined, a completion ran it through the
+-- SQL-function executor, which read its body anew for every statement.
 CREATE FUNCTION queue_done_slot(expires timestamptz) RETURNS smallint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN ((pg_catalog.floor(EXTRACT(epoch FROM expires) / 14400)::bigint % 8 + 8) % 8)::smallint;
+RETURN ((pg_catalog.floor(EXTRACT(epoch FROM expires - timestamptz '1970-01-01 00:00:00+00') / 14400)::bigint
+         % 8 + 8) % 8)::smallint;

@@ -51,11 +51,72 @@ mod tests {
             one("SELECT extowner::regrole::text FROM pg_extension WHERE extname = 'queue'");
         assert_eq!(inside, format!("{owner} off force_generic_plan off"));
         assert_eq!(db::calling_role(), caller);
+        // the plan settings and the search path come back too
+        assert_eq!(
+            one::<String>(
+                "SELECT current_setting('jit') || ' ' || current_setting('plan_cache_mode')
+                        || ' ' || current_setting('enable_seqscan')"
+            ),
+            "on auto on"
+        );
         assert_eq!(
             one::<String>("SELECT current_user::text"),
             "queue_test_caller"
         );
         Spi::run("RESET ROLE").unwrap();
+    }
+
+    /// Inside, only pg_catalog and the extension's schema are searched: no
+    /// temporary schema, nothing of the caller's search_path.
+    #[pg_test]
+    fn statements_see_only_the_catalog_and_the_extension_schema() {
+        Spi::run("SET search_path = pg_temp, public").unwrap();
+        let inside: String = db::with_tables(|client| {
+            client
+                .select("SELECT current_schemas(true)::text", None, &[])
+                .unwrap()
+                .first()
+                .get_one()
+                .unwrap()
+                .unwrap()
+        });
+        let schema: String = one(
+            "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'queue'",
+        );
+        assert_eq!(inside, format!("{{pg_catalog,{schema}}}"));
+        assert_eq!(
+            one::<String>("SELECT current_setting('search_path')"),
+            "pg_temp, public"
+        );
+    }
+
+    /// queue_done_slot() is inlined into the statements that call it for
+    /// every finished job, and keeps its four-hour windows.
+    #[pg_test]
+    fn the_done_slot_is_inlined() {
+        let plan: String = Spi::connect_mut(|client| {
+            client
+                .update(
+                    "EXPLAIN (VERBOSE, COSTS OFF)
+                     SELECT queue_done_slot(now() + g * interval '1 hour') FROM generate_series(1, 2) g",
+                    None,
+                    &[],
+                )
+                .unwrap()
+                .map(|row| row.get::<String>(1).unwrap().unwrap())
+                .collect::<Vec<_>>()
+                .join("\n")
+        });
+        assert!(!plan.contains("queue_done_slot"), "{plan}");
+        let slots: String = one(
+            "SELECT string_agg(queue_done_slot(t::timestamptz)::text, ' ' ORDER BY t)
+               FROM unnest(ARRAY['1969-12-31 19:59:59+00', '1969-12-31 20:00:00+00',
+                                 '1970-01-01 00:00:00+00', '1970-01-01 03:59:59+00',
+                                 '1970-01-01 04:00:00+00', '1970-01-02 08:00:00+00',
+                                 '2026-11-30 12:00:00+00']) t",
+        );
+        // 2026-11-30 12:00 UTC is 1,796,040,000 s: window 124,725, slot 5
+        assert_eq!(slots, "6 7 0 0 1 0 5");
     }
 
     #[pg_test]

@@ -34,7 +34,9 @@ SELECT p.proname, pg_get_function_arguments(p.oid) AS arguments,
  WHERE p.proname LIKE 'queue\_%' AND n.nspname = 'public'
  ORDER BY p.proname;
 \x off
--- every function that touches the tables pins its search_path
+-- the SQL functions that touch the tables pin their search_path; the C ones
+-- carry no SET clause (it would cost every call a GUC save and restore) and
+-- use the extension's own search path per call (privileges.sql tries it)
 SELECT p.proname, p.proconfig
   FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
  WHERE p.proname LIKE 'queue\_%' AND n.nspname = 'public'

@@ -99,7 +99,11 @@ SELECT count(*) >= 0 AS readable FROM queue_failed;
 SELECT count(*) >= 0 AS readable FROM queue_workers;
 RESET ROLE;
 
--- functions found first on the caller's search_path are never used
+-- functions and tables found first on the caller's search_path are never
+-- used, also when the statements are planned again (a rotation invalidates
+-- every plan; twice, so that the ring is back where later tests expect it)
+SELECT live_rotated FROM queue_maintain(force => true);
+SELECT live_rotated FROM queue_maintain(force => true);
 CREATE SCHEMA queue_trap;
 GRANT USAGE, CREATE ON SCHEMA queue_trap TO queue_bob;
 SET ROLE queue_bob;
@@ -107,11 +111,15 @@ CREATE FUNCTION queue_trap.nextval(regclass) RETURNS bigint LANGUAGE sql
     AS $$ SELECT 1 / 0 $$;
 CREATE FUNCTION queue_trap.gen_random_uuid() RETURNS uuid LANGUAGE sql
     AS $$ SELECT '00000000-0000-0000-0000-000000000000'::uuid $$;
+CREATE TEMP TABLE queue_live (id bigint, payload jsonb);
+CREATE TEMP TABLE queue_queues (id integer, name text);
 SET search_path = queue_trap, public;
 SELECT queue_enqueue('r.alice', '{}', dedup_key => 'trap') > 0 AS enqueued;
+SELECT count(*) AS trapped FROM pg_temp.queue_live;
 SELECT lease <> '00000000-0000-0000-0000-000000000000' AS real_lease
   FROM queue_claim('r.alice', max_jobs => 1);
 RESET search_path;
+DROP TABLE pg_temp.queue_live, pg_temp.queue_queues;
 RESET ROLE;
 
 -- a superuser may administer any queue

@@ -14,7 +14,6 @@ use crate::queries;
 use crate::rules::{self, at_least_zero, positive};
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn queue_claim(
     queue: Option<&str>,
     worker: default!(Option<&str>, "NULL"),
@@ -73,7 +72,6 @@ fn queue_claim(
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn queue_complete(id: Option<i64>, lease: Option<Uuid>) -> bool {
     let id = required(id, "id");
     let lease = required(lease, "lease");
@@ -100,7 +98,6 @@ fn elements<T>(values: Option<Vec<Option<T>>>, argument: &'static str) -> Vec<T>
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn queue_complete_batch(
     ids: Option<Vec<Option<i64>>>,
     leases: Option<Vec<Option<Uuid>>>,
@@ -125,7 +122,6 @@ fn queue_complete_batch(
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn queue_fail(
     id: Option<i64>,
     lease: Option<Uuid>,
@@ -146,7 +142,6 @@ fn queue_fail(
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn queue_extend(
     id: Option<i64>,
     lease: Option<Uuid>,

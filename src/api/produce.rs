@@ -44,7 +44,6 @@ fn inserted(ids: Vec<i64>, name: &str) -> Vec<i64> {
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 #[allow(clippy::too_many_arguments)]
 fn queue_enqueue(
     queue: Option<&str>,
@@ -106,7 +105,6 @@ fn queue_enqueue(
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn queue_enqueue_batch(
     queue: Option<&str>,
     payloads: Option<JsonbArray>,

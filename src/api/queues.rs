@@ -75,7 +75,6 @@ impl Options<'_> {
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn queue_create(
     queue: Option<&str>,
     max_attempts: default!(Option<i32>, 5),
@@ -105,7 +104,6 @@ fn queue_create(
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn queue_alter(
     queue: Option<&str>,
     max_attempts: default!(Option<i32>, "NULL"),
@@ -134,7 +132,6 @@ fn queue_alter(
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn queue_drop(queue: Option<&str>, force: default!(Option<bool>, false)) -> bool {
     let name = required(queue, "queue");
     let force = required(force, "force");
@@ -182,19 +179,16 @@ fn set_paused(queue: Option<&str>, paused: bool) {
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn queue_pause(queue: Option<&str>) {
     set_paused(queue, true)
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn queue_resume(queue: Option<&str>) {
     set_paused(queue, false)
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn queue_purge(queue: Option<&str>, status: default!(Option<&str>, "NULL")) -> i64 {
     let name = required(queue, "queue");
     rules::check_name(name).or_raise();

@@ -10,7 +10,6 @@ use crate::queries;
 use crate::worker::wake;
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn queue_retry(id: Option<i64>) -> bool {
     let id = required(id, "id");
     let now = db::timestamp(db::now_us());
@@ -45,7 +44,6 @@ fn queue_retry(id: Option<i64>) -> bool {
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn queue_cancel(id: Option<i64>) -> bool {
     let id = required(id, "id");
     let now = db::timestamp(db::now_us());

@@ -12,7 +12,6 @@ use crate::rules;
 use crate::worker::{shared, wake};
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn queue_register_sender(
     queue: Option<&str>,
     sender: Option<Regprocedure>,
@@ -43,7 +42,6 @@ fn queue_register_sender(
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn queue_unregister_sender(queue: Option<&str>) -> bool {
     let name = required(queue, "queue");
     rules::check_name(name).or_raise();

@@ -103,6 +103,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         let timeout_us = (gucs::POLL_INTERVAL_MS.get() as i64 * 1000)
             .min(until_idle)
             .min(until_due)
+            .min(upkeep.next_at() - now)
             .max(1000);
         unsafe {
             pg_sys::WaitLatch(

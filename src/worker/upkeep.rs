@@ -1,7 +1,8 @@
-//! What the worker does for its database besides delivering: it buries
-//! in-flight jobs whose lease expired with no attempt left (in every queue,
-//! pull queues too), and runs queue_maintain() (retention cleanup, folding
-//! the counters, rotating the live ring) every queue.upkeep_interval.
+//! What the worker does for its database besides delivering: every second
+//! it buries in-flight jobs whose lease expired with no attempt left (in
+//! every queue, pull queues too) and rotates the live ring if that is due;
+//! every queue.upkeep_interval it runs queue_maintain() (retention cleanup,
+//! folding the counters, the rotation too).
 
 use pgrx::Spi;
 
@@ -20,30 +21,38 @@ const EXPIRED_PER_TRANSACTION: i32 = 1_000;
 const CLEANUP_CHUNK: i64 = 10_000;
 
 /// How often expired leases are looked for (they are found by index, but
-/// a busy worker need not look between every two batches).
-const EXPIRED_EVERY_US: i64 = 1_000_000;
+/// a busy worker need not look between every two batches), and whether the
+/// live ring is due to rotate (while a snapshot is held, that can be every
+/// few seconds under load).
+const EVERY_SECOND_US: i64 = 1_000_000;
 
 pub struct Upkeep {
-    next_expired: i64,
+    next_each_second: i64,
     next_maintenance: i64,
 }
 
 impl Upkeep {
     pub fn new() -> Upkeep {
         Upkeep {
-            next_expired: 0,
+            next_each_second: 0,
             next_maintenance: 0,
         }
     }
 
+    /// When the next upkeep falls due: the worker wakes for it.
+    pub fn next_at(&self) -> i64 {
+        self.next_each_second.min(self.next_maintenance)
+    }
+
     /// Does what is due at `now`.
     pub fn run(&mut self, session: &Session, now: i64) {
-        if now >= self.next_expired {
+        if now >= self.next_each_second {
             bury_expired(session, now);
-            self.next_expired = now + EXPIRED_EVERY_US;
+            upkeep(session, "SELECT 0::bigint FROM queue_rotate_live()");
+            self.next_each_second = now + EVERY_SECOND_US;
         }
         if now >= self.next_maintenance {
-            let cleaned = maintain(session);
+            let cleaned = upkeep(session, "SELECT cleaned FROM queue_maintain()");
             let pause = if cleaned >= CLEANUP_CHUNK {
                 1_000_000
             } else {
@@ -77,14 +86,15 @@ fn bury_expired(session: &Session, now: i64) {
     }
 }
 
-/// queue_maintain(), as its owner would call it. It never waits long for a
-/// lock; should it fail anyway, the worker logs it and goes on. Returns how
-/// many finished jobs it removed.
-fn maintain(session: &Session) -> i64 {
+/// An upkeep function, as its owner would call it, in a transaction of its
+/// own. It never waits long for a lock; should it fail anyway, the worker
+/// logs it and goes on. Returns the number `query` gives (queue_maintain():
+/// how many finished jobs it removed).
+fn upkeep(session: &Session, query: &str) -> i64 {
     let outcome = session::transaction(|| {
         session.scoped(|| {
             subxact::run(|| {
-                Spi::get_one::<i64>("SELECT cleaned FROM queue_maintain()")
+                Spi::get_one::<i64>(query)
                     .ok()
                     .flatten()
                     .unwrap_or(0)
