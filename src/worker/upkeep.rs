@@ -1,8 +1,9 @@
 //! What the worker does for its database besides delivering: every second
 //! it buries in-flight jobs whose lease expired with no attempt left (in
-//! every queue, pull queues too) and rotates the live ring if that is due;
-//! every queue.upkeep_interval it runs queue_maintain() (retention cleanup,
-//! folding the counters, the rotation too).
+//! every queue, pull queues too) and, while a snapshot held open keeps dead
+//! tuples from being cleaned, rotates the live ring if that is due; every
+//! queue.upkeep_interval it runs queue_maintain() (retention cleanup,
+//! folding the counters, the rotation by its other rules).
 
 use pgrx::Spi;
 
@@ -22,8 +23,8 @@ const CLEANUP_CHUNK: i64 = 10_000;
 
 /// How often expired leases are looked for (they are found by index, but
 /// a busy worker need not look between every two batches), and whether the
-/// live ring is due to rotate (while a snapshot is held, that can be every
-/// few seconds under load).
+/// live ring is due to rotate while a snapshot is held (that can be every
+/// few seconds under load; otherwise queue_maintain()'s cadence is enough).
 const EVERY_SECOND_US: i64 = 1_000_000;
 
 pub struct Upkeep {
@@ -48,7 +49,10 @@ impl Upkeep {
     pub fn run(&mut self, session: &Session, now: i64) {
         if now >= self.next_each_second {
             bury_expired(session, now);
-            upkeep(session, "SELECT 0::bigint FROM queue_rotate_live()");
+            upkeep(
+                session,
+                "SELECT 0::bigint FROM queue_rotate_live() WHERE queue_cleanup_held_back()",
+            );
             self.next_each_second = now + EVERY_SECOND_US;
         }
         if now >= self.next_maintenance {

@@ -8,7 +8,9 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use queue_client_tests::{claim, complete, enqueue_many, on_connections, one, Client, Cluster};
+use queue_client_tests::{
+    claim, complete, complete_all, enqueue_many, eventually, on_connections, one, Client, Cluster,
+};
 
 /// Consumers claim in a tight loop; once queue_pause() has returned, no
 /// claim that starts afterwards gets a job, and after queue_resume() they
@@ -330,4 +332,53 @@ fn upkeep_calls_at_once_never_fail() {
         &[],
     );
     assert_eq!(pending, 2000, "every job kept");
+}
+
+/// While another session holds a snapshot open, vacuum can clean nothing,
+/// and the worker rotates the live ring much sooner than its usual rule
+/// (dead tuples outnumbering jobs), checking every second: here after 3,000
+/// claims and completions (6,000 dead tuples) with 7,000 jobs waiting, with
+/// queue_maintain()'s own cadence an hour. Every job is kept.
+#[test]
+fn the_worker_rotates_the_live_ring_while_a_snapshot_is_held() {
+    let cluster =
+        Cluster::start_with(&["queue.upkeep_interval = 3600", "queue.idle_exit = 3600"]);
+    let mut client = cluster.connect();
+    client.batch_execute("SELECT queue_create('h')").unwrap();
+    enqueue_many(&mut client, "h", 10_000);
+    let generation = |c: &mut Client| -> i64 {
+        one(c, "SELECT last_value FROM queue_live_generation", &[])
+    };
+    let before = generation(&mut client);
+
+    let mut holder = cluster.connect();
+    holder
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM pg_class")
+        .unwrap();
+    thread::sleep(Duration::from_millis(1500));
+    let mut completed = 0;
+    for _ in 0..30 {
+        let jobs = claim(&mut client, "h", 100);
+        completed += complete_all(&mut client, &jobs).len();
+    }
+    assert_eq!(completed, 3000);
+    eventually("the worker rotating the live ring", || {
+        generation(&mut client) > before
+    });
+
+    let row = client
+        .query_one(
+            "SELECT pending, processing, succeeded FROM queue_stats WHERE queue = 'h'",
+            &[],
+        )
+        .unwrap();
+    let figures: Vec<i64> = (0..3).map(|i| row.get(i)).collect();
+    assert_eq!(figures, [7000, 0, 3000]);
+    let current: i64 = one(
+        &mut client,
+        "SELECT count(*) FROM queue_live WHERE slot = (SELECT last_value % 2 FROM queue_live_generation)",
+        &[],
+    );
+    assert_eq!(current, 7000, "every waiting job moved to the current partition");
+    holder.batch_execute("COMMIT").unwrap();
 }
