@@ -21,12 +21,30 @@ $$;
 -- Folds the deltas in queue_tallies into queue_counters, and forgets the
 -- counters of dropped queues. One fold at a time (the lock is held until
 -- the caller's transaction ends).
+--
+-- When queue_tallies can be had alone within 20 ms (writers in flight end
+-- that soon; a reader's or writer's transaction left open, or a pg_dump,
+-- does not), the folded deltas go with TRUNCATE, which leaves no dead rows:
+-- otherwise every fold would add a dead row per statement since the last
+-- one, which a snapshot held open would keep from vacuum. Else they are
+-- deleted, as any MVCC reader expects.
 CREATE FUNCTION queue_fold_tallies() RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, @extschema@, pg_temp
 AS $$
+DECLARE
+    previous text := current_setting('lock_timeout');
+    alone boolean;
 BEGIN
     LOCK TABLE queue_counters IN SHARE ROW EXCLUSIVE MODE;
+    BEGIN
+        PERFORM set_config('lock_timeout', '20ms', true);
+        LOCK TABLE queue_tallies IN ACCESS EXCLUSIVE MODE;
+        PERFORM set_config('lock_timeout', previous, true);
+        alone := true;
+    EXCEPTION WHEN lock_not_available THEN
+        alone := false;  -- (the block's abort restored lock_timeout)
+    END;
     WITH gone AS (
         DELETE FROM queue_tallies RETURNING *
     )
@@ -44,6 +62,9 @@ BEGIN
            succeeded       = c.succeeded + excluded.succeeded,
            cancelled       = c.cancelled + excluded.cancelled,
            failed          = c.failed + excluded.failed;
+    IF alone THEN
+        TRUNCATE queue_tallies;
+    END IF;
     DELETE FROM queue_counters c
      WHERE NOT EXISTS (SELECT FROM queue_queues q WHERE q.id = c.queue_id);
 END
