@@ -45,8 +45,13 @@ BEGIN
     EXCEPTION WHEN lock_not_available THEN
         alone := false;  -- (the block's abort restored lock_timeout)
     END;
-    WITH gone AS (
-        DELETE FROM queue_tallies RETURNING *
+    -- (each of the first two is skipped whole by its constant condition)
+    WITH deleted AS (
+        DELETE FROM queue_tallies WHERE NOT alone RETURNING *
+    ), read AS (
+        SELECT * FROM queue_tallies WHERE alone
+    ), gone AS (
+        SELECT * FROM deleted UNION ALL SELECT * FROM read
     )
     INSERT INTO queue_counters AS c (queue_id, slot, enqueued_total, succeeded_total,
                                      failed_total, succeeded, cancelled, failed)
