@@ -184,18 +184,20 @@ SET search_path = pg_catalog, @extschema@, pg_temp
 RETURN queue_expire(10000);
 
 -- Whether a transaction of this database has kept a snapshot open for more
--- than a second: until it ends, no dead tuple that it might see can be
+-- than 10 seconds: until it ends, no dead tuple that it might see can be
 -- removed by vacuum, nor its index entry marked dead by the scans that step
 -- over it. (Vacuum itself is left out: its snapshot holds nothing back.)
+-- Shorter ones, such as a batch statement of a few seconds, are left to
+-- vacuum, which catches up as soon as they end.
 CREATE FUNCTION queue_cleanup_held_back() RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 RETURN EXISTS (SELECT FROM pg_stat_activity a
                 WHERE a.datid = (SELECT oid FROM pg_database WHERE datname = current_database())
                   AND a.backend_xmin IS NOT NULL
                   AND a.pid <> pg_backend_pid()
                   AND a.backend_type <> 'autovacuum worker'
-                  AND a.xact_start < clock_timestamp() - interval '1 second');
+                  AND a.xact_start < clock_timestamp() - interval '10 seconds');
 
 -- Rotates the live ring when that costs less than keeping the current
 -- partition (force: regardless), and says whether it did. New jobs go to
@@ -218,7 +220,8 @@ RETURN EXISTS (SELECT FROM pg_stat_activity a
 --   what its jobs need.
 --
 -- It never waits long for a lock, and skips the rotation when another
--- upkeep holds the partition. The worker calls it every second.
+-- upkeep holds the partition. queue_maintain() calls it; the worker also
+-- does every second while cleanup is held back.
 CREATE FUNCTION queue_rotate_live(force boolean DEFAULT false) RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, @extschema@, pg_temp

@@ -55,7 +55,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     set_installed(database, Installed::Yes);
     wake::in_worker();
     let mut delivery = Delivery::new(slot);
-    let mut upkeep = Upkeep::new();
+    let mut upkeep = Upkeep::new(shared::now());
     let mut last_work = shared::now();
     if delivery.recover(&session) > 0 {
         last_work = shared::now();

@@ -33,10 +33,14 @@ pub struct Upkeep {
 }
 
 impl Upkeep {
-    pub fn new() -> Upkeep {
+    /// A worker starting at `now` runs queue_maintain() first one
+    /// queue.upkeep_interval later, like every later time: a worker started
+    /// again and again (each exits idle, the next commit starts another)
+    /// must not run it at every start.
+    pub fn new(now: i64) -> Upkeep {
         Upkeep {
             next_each_second: 0,
-            next_maintenance: 0,
+            next_maintenance: now + interval_us(),
         }
     }
 
@@ -49,9 +53,11 @@ impl Upkeep {
     pub fn run(&mut self, session: &Session, now: i64) {
         if now >= self.next_each_second {
             bury_expired(session, now);
+            // (CASE: evaluated in this order; a WHERE clause on a volatile
+            // function is not, and the rotation ran by every rule then)
             upkeep(
                 session,
-                "SELECT 0::bigint FROM queue_rotate_live() WHERE queue_cleanup_held_back()",
+                "SELECT CASE WHEN queue_cleanup_held_back() THEN queue_rotate_live()::int ELSE 0 END::bigint",
             );
             self.next_each_second = now + EVERY_SECOND_US;
         }
@@ -60,11 +66,15 @@ impl Upkeep {
             let pause = if cleaned >= CLEANUP_CHUNK {
                 1_000_000
             } else {
-                gucs::UPKEEP_INTERVAL_S.get() as i64 * 1_000_000
+                interval_us()
             };
             self.next_maintenance = now + pause;
         }
     }
+}
+
+fn interval_us() -> i64 {
+    gucs::UPKEEP_INTERVAL_S.get() as i64 * 1_000_000
 }
 
 fn bury_expired(session: &Session, now: i64) {

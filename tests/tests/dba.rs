@@ -356,7 +356,8 @@ fn the_worker_rotates_the_live_ring_while_a_snapshot_is_held() {
     holder
         .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM pg_class")
         .unwrap();
-    thread::sleep(Duration::from_millis(1500));
+    // (it counts once it has been open for 10 s)
+    thread::sleep(Duration::from_millis(10_500));
     let mut completed = 0;
     for _ in 0..30 {
         let jobs = claim(&mut client, "h", 100);
