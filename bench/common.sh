@@ -8,6 +8,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 BIN=$("$PG_CONFIG" --bindir)
 
+# The library a run measures (make install builds the work tree), and how
+# the report names that build.
+LIB=$("$PG_CONFIG" --pkglibdir)/queue.so
+build_stamp() {
+    echo "commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src sql Cargo.toml || echo ' plus uncommitted changes to src/ or sql/'), library installed $(date -u -r "$LIB" '+%Y-%m-%d %H:%M UTC')"
+}
+
 _at_exit=()
 at_exit() { _at_exit+=("$1"); }
 _run_at_exit() {

@@ -53,10 +53,8 @@ echo "item,side,round,value" > "$RAW"
 : > "$NA"
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-# what is measured: the installed library (make install builds the work tree)
-LIB=$("$PG_CONFIG" --pkglibdir)/queue.so
 lib_sum=$(md5sum < "$LIB")
-build="commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src sql Cargo.toml || echo ' plus uncommitted changes to src/ or sql/'), library installed $(date -u -r "$LIB" '+%Y-%m-%d %H:%M UTC')"
+build=$(build_stamp)
 cluster_start "${BENCH_DIR:-/tmp/qbench/bench}" "${BENCH_PORT:-54400}"
 workdir qbench-scripts
 

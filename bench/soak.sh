@@ -52,8 +52,7 @@ fi
 cluster_start "${SOAK_DIR:-/tmp/qbench/soak}" "${SOAK_PORT:-54402}"
 workdir qbench-soak
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-LIB=$("$PG_CONFIG" --pkglibdir)/queue.so
-build="commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src sql Cargo.toml || echo ' plus uncommitted changes to src/ or sql/'), library installed $(date -u -r "$LIB" '+%Y-%m-%d %H:%M UTC')"
+build=$(build_stamp)
 if [ -n "${SOAK_UPKEEP_INTERVAL:-}" ]; then
     sql -c "ALTER SYSTEM SET queue.upkeep_interval = '$SOAK_UPKEEP_INTERVAL'" -c "SELECT pg_reload_conf()" > /dev/null
 fi
