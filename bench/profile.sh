@@ -4,6 +4,9 @@
 #   - WAL bytes and WAL records (pg_stat_wal), and the statements run inside
 #     the functions with their share of execution time (pg_stat_statements,
 #     nested statements tracked);
+#   - WAL flushes per job and the time they take (track_wal_io_timing),
+#     and the WAL records by type (pg_walinspect), since one job per
+#     statement is bound by commit flushes on both sides;
 #   - single enqueues with the background worker on and off
 #     (queue.enabled), since every commit of an enqueue wakes it.
 # One throwaway cluster, pgbench on 4 connections for PROFILE_SECS (10) each.
@@ -16,9 +19,10 @@ PAYLOAD='{"to": "ada@example.com", "template": "welcome", "n": 1}'
 
 QUEUE_PRELOAD=queue,pg_stat_statements cluster_start "${PROFILE_DIR:-/tmp/qbench/profile}" "${PROFILE_PORT:-54403}"
 workdir qbench-profile
-sql -c "ALTER SYSTEM SET pg_stat_statements.track = 'all'" -c "SELECT pg_reload_conf()" > /dev/null
+sql -c "ALTER SYSTEM SET pg_stat_statements.track = 'all'" -c "ALTER SYSTEM SET track_wal_io_timing = on" \
+    -c "SELECT pg_reload_conf()" > /dev/null
 "$PGMQ_INSTALL" "$DIR" "$PORT" > /dev/null
-sql -c "CREATE EXTENSION queue" -c "CREATE EXTENSION pg_stat_statements" \
+sql -c "CREATE EXTENSION queue" -c "CREATE EXTENSION pg_stat_statements" -c "CREATE EXTENSION pg_walinspect" \
     -c "SELECT queue_create('p')" -c "SELECT pgmq.create('p')" > /dev/null
 
 cat > "$WORK/q_enq.sql" <<SQL
@@ -40,13 +44,24 @@ SQL
 run() {
     local label=$1 script=$2 out tps
     sql -c "CHECKPOINT" -c "SELECT pg_stat_reset_shared('wal')" -c "SELECT pg_stat_statements_reset()" > /dev/null
+    local from; from=$(sql -c "SELECT pg_current_wal_lsn()")
     out=$(pgb -c 4 -j 2 -T "$SECS" -f "$script.sql")
+    local to; to=$(sql -c "SELECT pg_current_wal_lsn()")
     tps=$(echo "$out" | awk '/^tps = / { printf "%.0f", $3 }')
     sleep 1
     local jobs; jobs=$(echo "$out" | awk '/^number of transactions actually processed/ { print $NF }')
     echo "== $label: $tps tps"
     sql -F ' | ' -c "SELECT 'WAL per job: ' || round(wal_bytes / $jobs) || ' bytes, ' || round(wal_records::numeric / $jobs, 1)
-                             || ' records, ' || round(wal_fpi::numeric / $jobs, 2) || ' full-page images' FROM pg_stat_wal"
+                             || ' records, ' || round(wal_fpi::numeric / $jobs, 2) || ' full-page images; '
+                             || round(wal_sync::numeric / $jobs, 2) || ' flushes of '
+                             || round((wal_sync_time / greatest(wal_sync, 1))::numeric, 3) || ' ms, flushing '
+                             || round((wal_sync_time / (10 * $SECS))::numeric) || '% of the run' FROM pg_stat_wal"
+    sql -F ' | ' <<SQL
+SELECT round(count::numeric / $jobs, 2) AS records_per_job, round(combined_size::numeric / $jobs) AS bytes_per_job,
+       "resource_manager/record_type" AS record
+  FROM pg_get_wal_stats('$from', '$to', true)
+ WHERE count::numeric / $jobs >= 0.05 ORDER BY combined_size DESC;
+SQL
     sql -F ' | ' <<SQL
 SELECT round((calls::numeric / $jobs), 2) AS calls_per_job, round((total_exec_time / $jobs)::numeric, 3) AS ms_per_job,
        round((100 * total_exec_time / sum(total_exec_time) OVER ())::numeric, 1) AS pct,
