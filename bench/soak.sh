@@ -41,8 +41,10 @@ RELS=$OUT/$TAG-relations.csv        # one line per side, sample and relation
 echo "side,t,held,jobs_per_s,claim_p50_ms,claim_p99_ms,backlog,total_bytes,history_bytes,claim_table_bytes,dead_tuples" > "$SERIES"
 echo "side,t,held,relation,kind,bytes,dead_tuples" > "$RELS"
 # SOAK_MERGE=DIR/TAG: keep the sides not run now from an earlier run's files
-# (DIR/TAG-series.csv and -relations.csv), e.g. pgmq's, which does not change
+# (DIR/TAG-series.csv and -relations.csv), e.g. pgmq's, which does not change;
+# DIR/TAG-run.txt says which run that was
 if [ -n "${SOAK_MERGE:-}" ]; then
+    merged_from=$(cat "$SOAK_MERGE-run.txt" 2>/dev/null || echo "an earlier run")
     for f in series relations; do
         awk -F, -v run=" $SIDES " 'NR > 1 && index(run, " " $1 " ") == 0' "$SOAK_MERGE-$f.csv" \
             >> "$OUT/$TAG-$f.csv"
@@ -251,6 +253,7 @@ soak() {  # SIDE
 
 for side in $SIDES; do soak "$side"; done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "the run of $(date -u '+%Y-%m-%d %H:%M UTC') (sides $SIDES; queue: $build)${merged_from:+; the other sides from $merged_from}" > "$OUT/$TAG-run.txt"
 
 # ---------------------------------------------------------------- report
 echo
@@ -323,7 +326,7 @@ if [ -n "$DOC" ]; then
         echo "- run: $(date -u '+%Y-%m-%d %H:%M UTC'), $SECS s per side at $RATE jobs/s (producers: 2 connections, single enqueues; consumers: 4 connections, claim one job then complete it), snapshot held for the last $HOLD s, a sample every $SAMPLE s; upkeep on queue's side: $UPKEEP"
         echo "- machine: $(nproc) cores, $(free -g | awk '/^Mem:/ { print $2 }') GiB; load average before: $load_before, after: $load_after; $(DB=soak_queue sql -c "SELECT version()" | sed 's/ on .*//'), fsync and synchronous_commit on; queue: $build; pgmq $(sed 's/^pgmq //' "$WORK/pgmq-version")"
         if [ -n "${SOAK_MERGE:-}" ]; then
-            echo "- the sides other than $SIDES: from the earlier run in $SOAK_MERGE-series.csv, at the same rate"
+            echo "- the sides other than $SIDES: from $merged_from, at the same rate (SOAK_MERGE)"
         fi
         echo
         summary
