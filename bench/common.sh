@@ -39,6 +39,20 @@ cluster_start() {
     at_exit "scripts/cluster.sh stop '$DIR'; rm -rf '$DIR'"
 }
 
+# keep_server_log FILE: the server logs every statement of over a second
+# with its plan (auto_explain, the extension's nested statements too), lock
+# waits and autovacuum, and its log is copied to FILE at exit (before the
+# cluster is removed: clean-ups run last registered first). What a stall
+# leaves behind.
+keep_server_log() {
+    at_exit "cp '$DIR/server.log' '$1'"
+    sql -c "LOAD 'auto_explain'" -c "ALTER SYSTEM SET session_preload_libraries = 'auto_explain'" \
+        -c "ALTER SYSTEM SET auto_explain.log_min_duration = '1s'" \
+        -c "ALTER SYSTEM SET auto_explain.log_nested_statements = on" \
+        -c "ALTER SYSTEM SET log_min_duration_statement = '1s'" -c "ALTER SYSTEM SET log_lock_waits = on" \
+        -c "ALTER SYSTEM SET log_autovacuum_min_duration = 0" -c "SELECT pg_reload_conf()" > /dev/null
+}
+
 # workdir NAME: a scratch directory that the server's user can read (for
 # script files), removed at exit. Sets WORK.
 workdir() {

@@ -57,15 +57,7 @@ lib_sum=$(md5sum < "$LIB")
 build=$(build_stamp)
 cluster_start "${BENCH_DIR:-/tmp/qbench/bench}" "${BENCH_PORT:-54400}"
 workdir qbench-scripts
-# What a stall leaves behind, kept in $OUT/bench-server.log: statements of
-# over a second (the extension's own too, with their plans), lock waits,
-# autovacuum. (Registered after the cluster's stop, so it runs before it.)
-at_exit "cp '$DIR/server.log' '$OUT/bench-server.log'"
-sql -c "LOAD 'auto_explain'" -c "ALTER SYSTEM SET session_preload_libraries = 'auto_explain'" \
-    -c "ALTER SYSTEM SET auto_explain.log_min_duration = '1s'" \
-    -c "ALTER SYSTEM SET auto_explain.log_nested_statements = on" \
-    -c "ALTER SYSTEM SET log_min_duration_statement = '1s'" -c "ALTER SYSTEM SET log_lock_waits = on" \
-    -c "ALTER SYSTEM SET log_autovacuum_min_duration = 0" -c "SELECT pg_reload_conf()" > /dev/null
+keep_server_log "$OUT/bench-server.log"
 
 # ---------------------------------------------------------------- set-up
 "$PGMQ_INSTALL" "$DIR" "$PORT" > "$WORK/pgmq-version"

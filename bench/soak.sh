@@ -53,6 +53,7 @@ fi
 
 cluster_start "${SOAK_DIR:-/tmp/qbench/soak}" "${SOAK_PORT:-54402}"
 workdir qbench-soak
+keep_server_log "$OUT/$TAG-server.log"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 build=$(build_stamp)
 if [ -n "${SOAK_UPKEEP_INTERVAL:-}" ]; then

@@ -220,9 +220,9 @@ RETURN EXISTS (SELECT FROM pg_stat_activity a
 --   what its jobs need.
 --
 -- The copy stalls claims and completions while it runs (about 8 us a job:
--- 1.8 s for 230,000). Past 10,000 jobs only the first rule rotates, and
--- only while a snapshot is held: without one vacuum can clean, and with
--- one the dead tuples it waited for outnumber the jobs it copies.
+-- 1.8 s for 230,000). Past 10,000 jobs it is left to vacuum, unless a
+-- snapshot is held: then vacuum cannot clean, and claims that step over
+-- ever more dead entries cost more than the stall.
 --
 -- It never waits long for a lock, and skips the rotation when another
 -- upkeep holds the partition. queue_maintain() calls it; the worker also
@@ -239,7 +239,7 @@ DECLARE
     live bigint;
     row_bytes numeric;
     jobs bigint;
-    -- the most jobs a rotation copies when vacuum could clean instead
+    -- the most jobs a rotation copies while vacuum can clean instead
     copy_limit CONSTANT bigint := 10000;
 BEGIN
     IF force IS NULL THEN
@@ -269,7 +269,7 @@ BEGIN
         EXECUTE format('SELECT count(*) FROM (SELECT FROM %s ORDER BY id DESC LIMIT %s) s',
                        source, copy_limit + 1)
            INTO jobs;
-        IF jobs > copy_limit AND NOT (dead > greatest(live, jobs) AND queue_cleanup_held_back()) THEN
+        IF jobs > copy_limit AND NOT queue_cleanup_held_back() THEN
             RETURN false;
         END IF;
     END IF;

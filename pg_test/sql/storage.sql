@@ -71,9 +71,9 @@ SELECT format('queue_live_%s', last_value % 2) AS current FROM queue_live_genera
 SELECT pg_relation_size(:'current') < 1024 * 1024 AS compact;
 SELECT status, count(*) FROM queue_jobs WHERE queue = 's.pages' AND status <> 'succeeded' GROUP BY 1;
 
--- The copy stalls claims and completions while it runs: past 10,000 jobs it
--- is left to vacuum unless a snapshot is held (or it is forced), however
--- many dead tuples there are. (Autovacuum is kept off the ring meanwhile, so
+-- The copy stalls claims and completions while it runs: past 10,000 jobs
+-- the partition is left to vacuum, however many dead tuples it has, unless
+-- a snapshot is held (or the rotation is forced). (Autovacuum is kept off the ring meanwhile, so
 -- that the dead tuples are still there when maintenance looks.)
 ALTER TABLE queue_live_0 SET (autovacuum_enabled = off);
 ALTER TABLE queue_live_1 SET (autovacuum_enabled = off);

@@ -338,9 +338,8 @@ fn upkeep_calls_at_once_never_fail() {
 /// and the worker rotates the live ring much sooner than its usual rule
 /// (dead tuples outnumbering jobs), checking every second: here after 3,000
 /// claims and completions (6,000 dead tuples) with 7,000 jobs waiting, with
-/// queue_maintain()'s own cadence an hour. Every job is kept, and folding
-/// the counters leaves no dead rows either. With more than 10,000 jobs it
-/// waits for as many dead tuples as jobs.
+/// queue_maintain()'s own cadence an hour; then again with 17,000 jobs.
+/// Every job is kept, and folding the counters leaves no dead rows either.
 #[test]
 fn the_worker_rotates_the_live_ring_while_a_snapshot_is_held() {
     let cluster =
@@ -393,34 +392,16 @@ fn the_worker_rotates_the_live_ring_while_a_snapshot_is_held() {
     );
     assert_eq!(current, 7000, "every waiting job moved to the current partition");
 
-    // Past 10,000 jobs a rotation would stall claims and completions for
-    // longer: with the snapshot still held it waits until the dead tuples
-    // outnumber the jobs. 20,000 jobs, 3,000 claimed and completed: 6,000
-    // dead tuples, enough for the square-root rule, and no rotation.
+    // Without a snapshot held, past 10,000 jobs the partition is left to
+    // vacuum (storage.sql); with one, the same rule still rotates: 17,000
+    // jobs after 3,000 more claims and completions.
     let before = generation(&mut client);
     enqueue_many(&mut client, "h", 13_000);
-    let dead = |c: &mut Client| -> i64 {
-        one(
-            c,
-            "SELECT pg_stat_get_dead_tuples(format('queue_live_%s', last_value % 2)::regclass)
-               FROM queue_live_generation",
-            &[],
-        )
-    };
     for _ in 0..30 {
         let jobs = claim(&mut client, "h", 100);
         complete_all(&mut client, &jobs);
     }
-    eventually("the dead tuples counted", || dead(&mut client) >= 6000);
-    // (the worker looks every second)
-    thread::sleep(Duration::from_secs(3));
-    assert_eq!(generation(&mut client), before, "no rotation of 17,000 jobs yet");
-    // 6,000 more: 18,000 dead tuples, 11,000 jobs
-    for _ in 0..60 {
-        let jobs = claim(&mut client, "h", 100);
-        complete_all(&mut client, &jobs);
-    }
-    eventually("the worker rotating the 11,000 jobs", || {
+    eventually("the worker rotating 17,000 jobs", || {
         generation(&mut client) > before
     });
     let pending: i64 = one(
@@ -428,6 +409,6 @@ fn the_worker_rotates_the_live_ring_while_a_snapshot_is_held() {
         "SELECT pending FROM queue_stats WHERE queue = 'h'",
         &[],
     );
-    assert_eq!(pending, 11_000, "every job kept");
+    assert_eq!(pending, 17_000, "every job kept");
     holder.batch_execute("COMMIT").unwrap();
 }

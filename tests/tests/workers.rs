@@ -65,14 +65,12 @@ fn wakes(client: &mut Client) -> i64 {
 /// The wake-up count once it has not moved for half a second.
 fn settled_wakes(client: &mut Client) -> i64 {
     let mut last = wakes(client);
-    loop {
+    eventually("the wake-up count to settle", || {
         sleep(Duration::from_millis(500));
         let now = wakes(client);
-        if now == last {
-            return now;
-        }
-        last = now;
-    }
+        std::mem::replace(&mut last, now) == now
+    });
+    last
 }
 
 #[test]
