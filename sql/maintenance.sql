@@ -239,6 +239,8 @@ DECLARE
     live bigint;
     row_bytes numeric;
     jobs bigint;
+    -- vacuum is held back by a snapshot (looked up once: both rules ask)
+    held boolean;
     -- the most jobs a rotation copies while vacuum can clean instead
     copy_limit CONSTANT bigint := 10000;
 BEGIN
@@ -250,8 +252,9 @@ BEGIN
     source := format('queue_live_%s', current_slot)::regclass;
     dead := pg_stat_get_dead_tuples(source);
     live := pg_stat_get_live_tuples(source);
+    held := NOT force AND queue_cleanup_held_back();
     IF NOT (force OR dead > greatest(5000, live)
-            OR (dead > greatest(5000, 40 * sqrt(live)) AND queue_cleanup_held_back()))
+            OR (dead > greatest(5000, 40 * sqrt(live)) AND held))
     THEN
         IF pg_relation_size(source) <= 8 * 1024 * 1024 THEN
             RETURN false;
@@ -269,7 +272,7 @@ BEGIN
         EXECUTE format('SELECT count(*) FROM (SELECT FROM %s ORDER BY id DESC LIMIT %s) s',
                        source, copy_limit + 1)
            INTO jobs;
-        IF jobs > copy_limit AND NOT queue_cleanup_held_back() THEN
+        IF jobs > copy_limit AND NOT held THEN
             RETURN false;
         END IF;
     END IF;
