@@ -73,8 +73,9 @@ SELECT status, count(*) FROM queue_jobs WHERE queue = 's.pages' AND status <> 's
 
 -- The copy stalls claims and completions while it runs: past 10,000 jobs
 -- the partition is left to vacuum, however many dead tuples it has, unless
--- a snapshot is held (or the rotation is forced). (Autovacuum is kept off the ring meanwhile, so
--- that the dead tuples are still there when maintenance looks.)
+-- a snapshot is held (or the rotation is forced). (Autovacuum is kept off
+-- the ring meanwhile, so that the dead tuples are still there when
+-- maintenance looks.)
 ALTER TABLE queue_live_0 SET (autovacuum_enabled = off);
 ALTER TABLE queue_live_1 SET (autovacuum_enabled = off);
 SELECT queue_create('s.big');

@@ -342,13 +342,20 @@ fn upkeep_calls_at_once_never_fail() {
 /// Every job is kept, and folding the counters leaves no dead rows either.
 #[test]
 fn the_worker_rotates_the_live_ring_while_a_snapshot_is_held() {
-    let cluster =
-        Cluster::start_with(&["queue.upkeep_interval = 3600", "queue.idle_exit = 3600"]);
+    let cluster = Cluster::start_with(&["queue.upkeep_interval = 3600", "queue.idle_exit = 3600"]);
     let mut client = cluster.connect();
     client.batch_execute("SELECT queue_create('h')").unwrap();
     enqueue_many(&mut client, "h", 10_000);
-    let generation = |c: &mut Client| -> i64 {
-        one(c, "SELECT last_value FROM queue_live_generation", &[])
+    let generation =
+        |c: &mut Client| -> i64 { one(c, "SELECT last_value FROM queue_live_generation", &[]) };
+    // claims and completes `rounds` batches of 100; how many completed
+    let claim_and_complete = |c: &mut Client, rounds: usize| -> usize {
+        (0..rounds)
+            .map(|_| {
+                let jobs = claim(c, "h", 100);
+                complete_all(c, &jobs).len()
+            })
+            .sum()
     };
     let before = generation(&mut client);
 
@@ -358,23 +365,14 @@ fn the_worker_rotates_the_live_ring_while_a_snapshot_is_held() {
         .unwrap();
     // (it counts once it has been open for 10 s)
     thread::sleep(Duration::from_millis(10_500));
-    let mut completed = 0;
-    for _ in 0..30 {
-        let jobs = claim(&mut client, "h", 100);
-        completed += complete_all(&mut client, &jobs).len();
-    }
-    assert_eq!(completed, 3000);
+    assert_eq!(claim_and_complete(&mut client, 30), 3000);
     eventually("the worker rotating the live ring", || {
         generation(&mut client) > before
     });
     // the counter deltas are folded with TRUNCATE: no dead rows left that
     // the snapshot would keep
     client.batch_execute("SELECT queue_cleanup()").unwrap();
-    let tallies: i64 = one(
-        &mut client,
-        "SELECT pg_relation_size('queue_tallies')",
-        &[],
-    );
+    let tallies: i64 = one(&mut client, "SELECT pg_relation_size('queue_tallies')", &[]);
     assert_eq!(tallies, 0);
 
     let row = client
@@ -390,17 +388,17 @@ fn the_worker_rotates_the_live_ring_while_a_snapshot_is_held() {
         "SELECT count(*) FROM queue_live WHERE slot = (SELECT last_value % 2 FROM queue_live_generation)",
         &[],
     );
-    assert_eq!(current, 7000, "every waiting job moved to the current partition");
+    assert_eq!(
+        current, 7000,
+        "every waiting job moved to the current partition"
+    );
 
     // Without a snapshot held, past 10,000 jobs the partition is left to
     // vacuum (storage.sql); with one, the same rule still rotates: 17,000
     // jobs after 3,000 more claims and completions.
     let before = generation(&mut client);
     enqueue_many(&mut client, "h", 13_000);
-    for _ in 0..30 {
-        let jobs = claim(&mut client, "h", 100);
-        complete_all(&mut client, &jobs);
-    }
+    assert_eq!(claim_and_complete(&mut client, 30), 3000);
     eventually("the worker rotating 17,000 jobs", || {
         generation(&mut client) > before
     });
