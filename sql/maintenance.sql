@@ -18,16 +18,35 @@ BEGIN
 END
 $$;
 
+-- Whether another session holds queue_tallies in a way that a request for
+-- it alone would wait out: autovacuum or an open reader (any lock but a
+-- writer's), or a writer whose transaction has been open for over 10 ms
+-- or is prepared (statements that enqueue or finish a job and commit take
+-- a millisecond or two; a transaction that does more holds its lock until
+-- it ends).
+CREATE FUNCTION queue_tallies_busy() RETURNS boolean
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, @extschema@, pg_temp
+RETURN EXISTS (SELECT FROM pg_locks l
+                 LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+                WHERE l.locktype = 'relation' AND l.relation = 'queue_tallies'::regclass
+                  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                  AND l.pid IS DISTINCT FROM pg_backend_pid() AND l.granted
+                  AND (l.mode <> 'RowExclusiveLock'
+                       OR l.pid IS NULL  -- a prepared transaction
+                       OR a.xact_start < clock_timestamp() - interval '10 ms'));
+
 -- Folds the deltas in queue_tallies into queue_counters, and forgets the
 -- counters of dropped queues. One fold at a time (the lock is held until
 -- the caller's transaction ends).
 --
 -- When queue_tallies can be had alone within 20 ms (writers in flight end
--- that soon; a reader's or writer's transaction left open, or a pg_dump,
--- does not), the folded deltas go with TRUNCATE, which leaves no dead rows:
+-- that soon), the folded deltas go with TRUNCATE, which leaves no dead rows:
 -- otherwise every fold would add a dead row per statement since the last
 -- one, which a snapshot held open would keep from vacuum. Else they are
--- deleted, as any MVCC reader expects.
+-- deleted, as any MVCC reader expects. The lock is not even asked for while
+-- queue_tallies_busy() says it would not come: every writer would queue
+-- behind the request for as long as it waits.
 CREATE FUNCTION queue_fold_tallies() RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, @extschema@, pg_temp
@@ -37,14 +56,17 @@ DECLARE
     alone boolean;
 BEGIN
     LOCK TABLE queue_counters IN SHARE ROW EXCLUSIVE MODE;
-    BEGIN
-        PERFORM set_config('lock_timeout', '20ms', true);
-        LOCK TABLE queue_tallies IN ACCESS EXCLUSIVE MODE;
-        PERFORM set_config('lock_timeout', previous, true);
-        alone := true;
-    EXCEPTION WHEN lock_not_available THEN
-        alone := false;  -- (the block's abort restored lock_timeout)
-    END;
+    alone := false;
+    IF NOT queue_tallies_busy() THEN
+        BEGIN
+            PERFORM set_config('lock_timeout', '20ms', true);
+            LOCK TABLE queue_tallies IN ACCESS EXCLUSIVE MODE;
+            PERFORM set_config('lock_timeout', previous, true);
+            alone := true;
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;  -- (the block's abort restored lock_timeout)
+        END;
+    END IF;
     -- (each of the first two is skipped whole by its constant condition)
     WITH deleted AS (
         DELETE FROM queue_tallies WHERE NOT alone RETURNING *

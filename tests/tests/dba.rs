@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use queue_client_tests::{
     claim, complete, complete_all, enqueue_many, eventually, on_connections, one, Client, Cluster,
+    DB,
 };
 
 /// Consumers claim in a tight loop; once queue_pause() has returned, no
@@ -409,4 +410,91 @@ fn the_worker_rotates_the_live_ring_while_a_snapshot_is_held() {
     );
     assert_eq!(pending, 17_000, "every job kept");
     holder.batch_execute("COMMIT").unwrap();
+}
+
+/// Folding the counters empties queue_tallies with TRUNCATE only when it
+/// can have the table at once. While another session holds it beyond a
+/// writer's moment (a lock as autovacuum takes, a reader or a writer whose
+/// transaction stays open, a prepared transaction), the fold deletes the
+/// deltas without ever asking for the lock: a request that waited would
+/// make every writer queue behind it. The fold's session logs every lock
+/// wait of over a millisecond to itself; none may appear, and the counts
+/// stay exact.
+#[test]
+fn the_counter_fold_never_waits_for_a_busy_tally_table() {
+    let cluster = Cluster::start_with(&[
+        "queue.upkeep_interval = 3600",
+        "max_prepared_transactions = 2",
+    ]);
+    let mut client = cluster.connect();
+    // (autovacuum would be a holder of its own, at moments of its choosing)
+    client
+        .batch_execute(
+            "SELECT queue_create('f');
+             ALTER TABLE queue_tallies SET (autovacuum_enabled = false)",
+        )
+        .unwrap();
+
+    let waits = Arc::new(Mutex::new(Vec::new()));
+    let mut config = cluster.config(DB);
+    let seen = waits.clone();
+    config.notice_callback(move |notice| seen.lock().unwrap().push(notice.message().to_string()));
+    let mut folder = config.connect(postgres::NoTls).unwrap();
+    folder
+        .batch_execute(
+            "SET log_lock_waits = on; SET deadlock_timeout = '1ms'; SET client_min_messages = log",
+        )
+        .unwrap();
+    let filenode = |c: &mut Client| -> u32 {
+        one::<postgres::types::Oid>(c, "SELECT pg_relation_filenode('queue_tallies')", &[])
+    };
+    // folds, and says whether it truncated
+    let fold = |folder: &mut Client| -> bool {
+        let before = filenode(folder);
+        folder.batch_execute("SELECT queue_cleanup()").unwrap();
+        filenode(folder) != before
+    };
+
+    let holds = [
+        "BEGIN; LOCK TABLE queue_tallies IN SHARE UPDATE EXCLUSIVE MODE",
+        "BEGIN; SELECT * FROM queue_stats",
+        "BEGIN; SELECT queue_enqueue('f', '{}')",
+        "BEGIN; SELECT queue_enqueue('f', '{}'); PREPARE TRANSACTION 'held'",
+    ];
+    let mut enqueued = 0;
+    for hold in holds {
+        enqueue_many(&mut client, "f", 10);
+        enqueued += 10;
+        assert!(fold(&mut folder), "alone, the fold truncates");
+
+        enqueue_many(&mut client, "f", 10);
+        enqueued += 10;
+        let mut holder = cluster.connect();
+        holder.batch_execute(hold).unwrap();
+        // (a writer's transaction counts once it has been open for 10 ms)
+        thread::sleep(Duration::from_millis(50));
+        assert!(!fold(&mut folder), "{hold}: the fold deletes instead");
+        let left: i64 = one(&mut folder, "SELECT count(*) FROM queue_tallies", &[]);
+        assert_eq!(left, 0, "{hold}: every committed delta folded");
+        if hold.contains("PREPARE") {
+            holder.batch_execute("COMMIT PREPARED 'held'").unwrap();
+        } else {
+            holder.batch_execute("COMMIT").unwrap();
+        }
+        if hold.contains("queue_enqueue") {
+            enqueued += 1;
+        }
+    }
+    let waited = waits.lock().unwrap().clone();
+    assert!(
+        !waited.iter().any(|m| m.contains("still waiting")),
+        "{waited:?}"
+    );
+    assert!(fold(&mut folder));
+    let counted: i64 = one(
+        &mut client,
+        "SELECT enqueued_total FROM queue_stats WHERE queue = 'f'",
+        &[],
+    );
+    assert_eq!(counted, enqueued);
 }
