@@ -154,7 +154,8 @@ impl PlanSettings {
                 jit: pg_sys::jit_enabled,
                 seqscan: pg_sys::enable_seqscan,
             };
-            pg_sys::plan_cache_mode = pg_sys::PlanCacheMode::PLAN_CACHE_MODE_FORCE_GENERIC_PLAN as i32;
+            pg_sys::plan_cache_mode =
+                pg_sys::PlanCacheMode::PLAN_CACHE_MODE_FORCE_GENERIC_PLAN as i32;
             pg_sys::jit_enabled = false;
             pg_sys::enable_seqscan = false;
             saved

@@ -106,14 +106,7 @@ fn bury_expired(session: &Session, now: i64) {
 /// how many finished jobs it removed).
 fn upkeep(session: &Session, query: &str) -> i64 {
     let outcome = session::transaction(|| {
-        session.scoped(|| {
-            subxact::run(|| {
-                Spi::get_one::<i64>(query)
-                    .ok()
-                    .flatten()
-                    .unwrap_or(0)
-            })
-        })
+        session.scoped(|| subxact::run(|| Spi::get_one::<i64>(query).ok().flatten().unwrap_or(0)))
     });
     report_stat();
     outcome.unwrap_or_else(|raised| {
