@@ -19,11 +19,10 @@ END
 $$;
 
 -- Whether another session holds queue_tallies in a way that a request for
--- it alone would wait out: autovacuum or an open reader (any lock but a
--- writer's), or a writer whose transaction has been open for over 10 ms
--- or is prepared (statements that enqueue or finish a job and commit take
--- a millisecond or two; a transaction that does more holds its lock until
--- it ends).
+-- it alone would wait out: autovacuum, a prepared transaction, or any
+-- transaction open for over 10 ms (statements that enqueue or finish a
+-- job, or read queue_stats, and commit take a millisecond or two; a
+-- transaction that does more holds its lock until it ends).
 CREATE FUNCTION queue_tallies_busy() RETURNS boolean
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, @extschema@, pg_temp
@@ -32,8 +31,8 @@ RETURN EXISTS (SELECT FROM pg_locks l
                 WHERE l.locktype = 'relation' AND l.relation = 'queue_tallies'::regclass
                   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
                   AND l.pid IS DISTINCT FROM pg_backend_pid() AND l.granted
-                  AND (l.mode <> 'RowExclusiveLock'
-                       OR l.pid IS NULL  -- a prepared transaction
+                  AND (l.pid IS NULL  -- a prepared transaction
+                       OR a.backend_type = 'autovacuum worker'
                        OR a.xact_start < clock_timestamp() - interval '10 ms'));
 
 -- Folds the deltas in queue_tallies into queue_counters, and forgets the

@@ -413,13 +413,13 @@ fn the_worker_rotates_the_live_ring_while_a_snapshot_is_held() {
 }
 
 /// Folding the counters empties queue_tallies with TRUNCATE only when it
-/// can have the table at once. While another session holds it beyond a
-/// writer's moment (a lock as autovacuum takes, a reader or a writer whose
-/// transaction stays open, a prepared transaction), the fold deletes the
-/// deltas without ever asking for the lock: a request that waited would
-/// make every writer queue behind it. The fold's session logs every lock
-/// wait of over a millisecond to itself; none may appear, and the counts
-/// stay exact.
+/// can have the table at once. While another session holds it in a
+/// transaction open for longer than a statement takes (a lock as autovacuum
+/// takes, a reader or a writer that stays open, a prepared transaction),
+/// the fold deletes the deltas without ever asking for the lock: a request
+/// that waited would make every writer queue behind it. The fold's session
+/// logs every lock wait of over a millisecond to itself; none may appear,
+/// and the counts stay exact.
 #[test]
 fn the_counter_fold_never_waits_for_a_busy_tally_table() {
     let cluster = Cluster::start_with(&[
