@@ -26,14 +26,19 @@ $$;
 CREATE FUNCTION queue_tallies_busy() RETURNS boolean
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, @extschema@, pg_temp
-RETURN EXISTS (SELECT FROM pg_locks l
-                 LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-                WHERE l.locktype = 'relation' AND l.relation = 'queue_tallies'::regclass
-                  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                  AND l.pid IS DISTINCT FROM pg_backend_pid() AND l.granted
-                  AND (l.pid IS NULL  -- a prepared transaction
-                       OR a.backend_type = 'autovacuum worker'
-                       OR a.xact_start < clock_timestamp() - interval '10 ms'));
+BEGIN ATOMIC
+    -- (a transaction reads pg_stat_activity once and keeps what it read:
+    -- the live locks would meet the xact_start of earlier transactions)
+    SELECT pg_stat_clear_snapshot();
+    SELECT EXISTS (SELECT FROM pg_locks l
+                     LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+                    WHERE l.locktype = 'relation' AND l.relation = 'queue_tallies'::regclass
+                      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                      AND l.pid IS DISTINCT FROM pg_backend_pid() AND l.granted
+                      AND (l.pid IS NULL  -- a prepared transaction
+                           OR a.backend_type = 'autovacuum worker'
+                           OR a.xact_start < clock_timestamp() - interval '10 ms'));
+END;
 
 -- Folds the deltas in queue_tallies into queue_counters, and forgets the
 -- counters of dropped queues. One fold at a time (the lock is held until
@@ -141,11 +146,6 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM queue_check_read_committed('queue_cleanup');
-    BEGIN
-        PERFORM queue_fold_tallies();
-    EXCEPTION WHEN lock_not_available THEN
-        NULL;  -- another fold is running; the next call folds
-    END;
 
     FOR i IN 0..7 LOOP
         part := format('queue_done_%s', i)::regclass;
@@ -194,6 +194,13 @@ BEGIN
         removed := removed + n;
         budget := budget - n;
     END LOOP;
+    -- Last: a fold that empties queue_tallies holds it alone until the
+    -- caller commits, and every writer waits that long.
+    BEGIN
+        PERFORM queue_fold_tallies();
+    EXCEPTION WHEN lock_not_available THEN
+        NULL;  -- another fold is running; the next call folds
+    END;
     RETURN removed;
 END
 $$;
