@@ -2,8 +2,8 @@
 //! it buries in-flight jobs whose lease expired with no attempt left (in
 //! every queue, pull queues too) and, while a snapshot held open keeps dead
 //! tuples from being cleaned, rotates the live ring if that is due; every
-//! queue.upkeep_interval it runs queue_maintain() (retention cleanup,
-//! folding the counters, the rotation by its other rules).
+//! queue.upkeep_interval it does what queue_maintain() does (the rotation
+//! by its other rules, then retention cleanup and folding the counters).
 
 use pgrx::Spi;
 
@@ -62,7 +62,12 @@ impl Upkeep {
             self.next_each_second = now + EVERY_SECOND_US;
         }
         if now >= self.next_maintenance {
-            let cleaned = upkeep(session, "SELECT cleaned FROM queue_maintain()");
+            // queue_maintain()'s two parts, each in a transaction of its
+            // own: writers held up by a rotation's lock on the live
+            // partition hold queue_tallies meanwhile, and a fold in the same
+            // transaction could never have it alone to empty it
+            upkeep(session, "SELECT queue_rotate_live()::int::bigint");
+            let cleaned = upkeep(session, "SELECT queue_cleanup()");
             let pause = if cleaned >= CLEANUP_CHUNK {
                 1_000_000
             } else {
@@ -102,7 +107,7 @@ fn bury_expired(session: &Session, now: i64) {
 
 /// An upkeep function, as its owner would call it, in a transaction of its
 /// own. It never waits long for a lock; should it fail anyway, the worker
-/// logs it and goes on. Returns the number `query` gives (queue_maintain():
+/// logs it and goes on. Returns the number `query` gives (queue_cleanup():
 /// how many finished jobs it removed).
 fn upkeep(session: &Session, query: &str) -> i64 {
     let outcome = session::transaction(|| {
