@@ -471,7 +471,7 @@ fn the_counter_fold_never_waits_for_a_busy_tally_table() {
         enqueued += 10;
         let mut holder = cluster.connect();
         holder.batch_execute(hold).unwrap();
-        // (a writer's transaction counts once it has been open for 10 ms)
+        // (a holder counts once its transaction has been open for 10 ms)
         thread::sleep(Duration::from_millis(50));
         assert!(!fold(&mut folder), "{hold}: the fold deletes instead");
         let left: i64 = one(&mut folder, "SELECT count(*) FROM queue_tallies", &[]);
