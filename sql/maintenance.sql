@@ -293,14 +293,14 @@ BEGIN
             RETURN false;
         END IF;
     END IF;
-    IF NOT force THEN
+    IF NOT (force OR held) THEN
         -- The jobs the copy would take (the statistics can be far off),
         -- counted from the newest, since the oldest are mostly finished, up
         -- to one past the limit.
         EXECUTE format('SELECT count(*) FROM (SELECT FROM %s ORDER BY id DESC LIMIT %s) s',
                        source, copy_limit + 1)
            INTO jobs;
-        IF jobs > copy_limit AND NOT held THEN
+        IF jobs > copy_limit THEN
             RETURN false;
         END IF;
     END IF;
