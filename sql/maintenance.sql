@@ -57,10 +57,9 @@ SET search_path = pg_catalog, @extschema@, pg_temp
 AS $$
 DECLARE
     previous text := current_setting('lock_timeout');
-    alone boolean;
+    alone boolean := false;
 BEGIN
     LOCK TABLE queue_counters IN SHARE ROW EXCLUSIVE MODE;
-    alone := false;
     IF NOT queue_tallies_busy() THEN
         BEGIN
             PERFORM set_config('lock_timeout', '20ms', true);
