@@ -57,10 +57,12 @@ SELECT queue, pending, succeeded, failed, enqueued_total, succeeded_total, faile
 
 \echo
 \echo '== 9. Push delivery: a webhook queue delivered by the background worker through a sender'
--- The sender is a plain SQL function of one jsonb argument. It runs as the
--- role that registers it, with search_path = pg_catalog, pg_temp: qualify
--- every name. Here it records the call in an outbox table; a real one could
--- call pg_net or write to a table another system reads.
+-- The sender is a plain SQL function of one jsonb argument, written like any
+-- other: it runs as the role that registers it, with the settings a session
+-- of that role starts with, so its unqualified names resolve as in the role's
+-- own sessions (here "$user", public finds the schema hooks). It records the
+-- call in an outbox table; a real one could write to a table another system
+-- reads.
 CREATE ROLE hooks;
 CREATE SCHEMA hooks AUTHORIZATION hooks;
 SET ROLE hooks;
@@ -74,11 +76,11 @@ BEGIN
     IF (job->'payload'->>'flaky')::boolean AND (job->>'attempt')::int < 2 THEN
         RAISE EXCEPTION 'HTTP 503 from %', job->'payload'->>'url';
     END IF;
-    INSERT INTO hooks.outbox (job_id, attempt, url, sent_by)
+    INSERT INTO outbox (job_id, attempt, url, sent_by)
     VALUES ((job->>'id')::bigint, (job->>'attempt')::int, job->'payload'->>'url', current_user);
 END $$;
 SELECT queue_create('webhooks', retry_delay => '200 ms');
-SELECT queue_register_sender('webhooks', 'hooks.post(jsonb)', batch_size => 100);
+SELECT queue_register_sender('webhooks', 'post(jsonb)', batch_size => 100);
 RESET ROLE;
 SELECT queue_enqueue('webhooks', '{"url": "https://example.com/order/1"}') AS job_id;
 SELECT queue_enqueue('webhooks', '{"url": "https://example.com/order/2", "flaky": true}') AS job_id;

@@ -13,9 +13,15 @@ pub static ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// because the slots live in shared memory.
 pub static MAX_WORKERS: GucSetting<i32> = GucSetting::<i32>::new(4);
 
+/// How many databases the launcher can keep track of: the size of a table
+/// in shared memory (about 100 bytes a database). Databases beyond it are
+/// not served. Fixed at server start; generous, because clusters with
+/// thousands of tenant databases exist and an entry costs little.
+pub static MAX_DATABASES: GucSetting<i32> = GucSetting::<i32>::new(4096);
+
 /// Seconds a worker stays with nothing to do before it gives its slot back.
-/// Long enough that a steady trickle of jobs keeps its worker, short enough
-/// that idle tenants do not hold slots.
+/// Long enough that a steady trickle of jobs keeps its worker; a worker
+/// with nothing due gives its slot up at once when another database waits.
 pub static IDLE_EXIT_S: GucSetting<i32> = GucSetting::<i32>::new(60);
 
 /// Milliseconds between a worker's looks at its database when nothing
@@ -123,6 +129,16 @@ pub fn init() {
 }
 
 fn define_max_workers() {
+    GucRegistry::define_int_guc(
+        c"queue.max_databases",
+        c"How many databases the background workers can serve.",
+        c"The size of the launcher's table of databases in shared memory.",
+        &MAX_DATABASES,
+        16,
+        1_000_000,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"queue.max_workers",
         c"How many databases background workers serve at once.",

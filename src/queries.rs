@@ -52,6 +52,7 @@ statements! {
     SENDER_FUNCTION = "sender_function.sql" (OIDOID);
     SENDER_QUEUES = "sender_queues.sql" ();
     SENDER_CHECK = "sender_check.sql" (INT4OID);
+    LOGIN_SETTINGS = "login_settings.sql" (OIDOID, OIDOID);
     DELIVER_LOCK = "deliver_lock.sql" (INT8ARRAYOID, UUIDARRAYOID, TEXTOID, INT4OID);
     RELEASE = "release.sql" (INT8ARRAYOID);
     ORPHANS = "orphans.sql" (TEXTOID);
@@ -60,4 +61,5 @@ statements! {
     UNCLAIM = "unclaim.sql" (INT8OID);
     EXPIRE_LEASES = "expire_leases.sql" (TIMESTAMPTZOID, INT4OID);
     NEXT_DUE = "next_due.sql" ();
+    NEXT_CLEANUP = "next_cleanup.sql" ();
 }

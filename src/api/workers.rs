@@ -116,7 +116,7 @@ fn database_name(oid: Oid) -> Option<String> {
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_register_database() {
     if shared::available() {
-        wake::on_commit(false);
+        wake::ask_at_commit(wake::Ask::Worker);
     } else {
         errors::warn_without_preload();
     }

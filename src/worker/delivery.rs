@@ -47,6 +47,15 @@ struct SenderQueue {
     batch_size: i32,
 }
 
+/// What one round did.
+pub struct Round {
+    /// Jobs claimed, and in how many batches.
+    pub claimed: usize,
+    pub batches: usize,
+    /// Some queue filled its batch: more may be waiting.
+    pub more: bool,
+}
+
 /// The worker's side of delivery, kept from round to round.
 pub struct Delivery {
     slot: usize,
@@ -84,14 +93,16 @@ impl Delivery {
     }
 
     /// One batch for each sender queue with due jobs, starting after the
-    /// queue served last. Returns how many jobs were claimed, and whether
-    /// some queue filled its batch (more may be waiting). Stops early when
-    /// `stop()` says so.
-    pub fn round(&mut self, session: &Session, stop: impl Fn() -> bool) -> (usize, bool) {
+    /// queue served last. Stops early when `stop()` says so.
+    pub fn round(&mut self, session: &Session, stop: impl Fn() -> bool) -> Round {
         let mut queues = session::transaction(|| session.tables(sender_queues));
         // round-robin: the queues after the one served last come first
         queues.sort_by_key(|q| (q.id <= self.last_served, q.id));
-        let (mut claimed, mut full) = (0, false);
+        let mut round = Round {
+            claimed: 0,
+            batches: 0,
+            more: false,
+        };
         for queue in queues {
             if stop() {
                 break;
@@ -103,11 +114,12 @@ impl Delivery {
             if batch.is_empty() {
                 continue;
             }
-            claimed += batch.len();
-            full |= batch.len() == size;
+            round.claimed += batch.len();
+            round.batches += 1;
+            round.more |= batch.len() == size;
             self.deliver(session, queue.id, batch);
         }
-        (claimed, full)
+        round
     }
 
     /// Step 2 of the protocol for jobs of queue `queue_id` claimed under
@@ -277,12 +289,28 @@ fn check_sender(
         (_, false, _) => Check::Refused(format!(
             "the role that registered sender {signature} (oid {role_name}) no longer exists"
         )),
-        (Some(function), true, Some(true)) => Check::Ready(Sender { function, role }),
+        (Some(function), true, Some(true)) => Check::Ready(Sender {
+            function,
+            role,
+            settings: login_settings(client, role),
+        }),
         _ => Check::Refused(format!(
             "role {role_name} no longer has EXECUTE on sender {signature}"
         )),
     };
     (check, Some(queue))
+}
+
+/// The settings a new session of `role` in this database starts with.
+fn login_settings(client: &mut pgrx::spi::SpiClient<'_>, role: Oid) -> Vec<String> {
+    let database = unsafe { pg_sys::MyDatabaseId };
+    db::run(
+        client,
+        &queries::LOGIN_SETTINGS,
+        &[role.into(), database.into()],
+    )
+    .filter_map(|r| r.get::<String>(1).ok().flatten())
+    .collect()
 }
 
 fn sender_queues(client: &mut pgrx::spi::SpiClient<'_>) -> Vec<SenderQueue> {
@@ -354,6 +382,16 @@ fn reclaim(client: &mut pgrx::spi::SpiClient<'_>, id: i64) -> Option<(i32, InFli
 /// or autovacuum never hears of its dead tuples. Outside a transaction.
 pub fn report_stat() {
     unsafe { pg_sys::pgstat_report_stat(false) };
+}
+
+/// When queue_cleanup() next has a job to remove (see next_cleanup.sql).
+pub fn next_cleanup(client: &mut pgrx::spi::SpiClient<'_>) -> Option<i64> {
+    db::run(client, &queries::NEXT_CLEANUP, &[])
+        .first()
+        .get_one::<pgrx::datum::TimestampWithTimeZone>()
+        .ok()
+        .flatten()
+        .map(|t| t.into_inner())
 }
 
 /// When something falls due that no commit will announce (see

@@ -4,6 +4,10 @@
 //! asked to exit (SIGTERM, which ends a running statement too) and the
 //! launcher keeps from starting another until the command is over.
 
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use pgrx::PgList;
@@ -19,16 +23,49 @@ const HOLD_US: i64 = 120_000_000;
 /// at pg_database again.
 const AFTER_US: i64 = 1_000_000;
 
-static mut PREVIOUS: pg_sys::ProcessUtility_hook_type = None;
+/// The hook that was installed before ours (another library's), if any.
+static PREVIOUS: OnceLock<pg_sys::ProcessUtility_hook_type> = OnceLock::new();
+
+thread_local! {
+    /// This transaction ran a database command: when it ends (commit or
+    /// abort), the launcher is let back in to the database it held off (if
+    /// any) and rescans pg_database.
+    static AFTER_COMMAND: Cell<Option<Option<Oid>>> = const { Cell::new(None) };
+    /// `at_transaction_end` is registered in this backend.
+    static REGISTERED: Cell<bool> = const { Cell::new(false) };
+}
+
+unsafe extern "C-unwind" {
+    /// standard_ProcessUtility itself, not pgrx's guarded binding: an error
+    /// it raises must reach the caller untouched (see process_utility).
+    #[link_name = "standard_ProcessUtility"]
+    fn standard_process_utility(
+        pstmt: *mut pg_sys::PlannedStmt,
+        query: *const std::ffi::c_char,
+        read_only_tree: bool,
+        context: pg_sys::ProcessUtilityContext::Type,
+        params: pg_sys::ParamListInfo,
+        env: *mut pg_sys::QueryEnvironment,
+        dest: *mut pg_sys::DestReceiver,
+        qc: *mut pg_sys::QueryCompletion,
+    );
+}
 
 pub fn install() {
+    // SAFETY: _PG_init runs in the postmaster while it loads the preloaded
+    // libraries, before any other process exists: nobody reads the hook
+    // variable meanwhile.
     unsafe {
-        PREVIOUS = pg_sys::ProcessUtility_hook;
+        PREVIOUS.get_or_init(|| pg_sys::ProcessUtility_hook);
         pg_sys::ProcessUtility_hook = Some(process_utility);
     }
 }
 
-#[pg_guard]
+/// Runs every utility statement. Our own part runs before the command, in
+/// `before_command`, which is guarded as usual. The command itself is
+/// called directly: whatever error it raises travels from PostgreSQL's
+/// ereport to the client exactly as without this hook (SQLSTATE, message,
+/// detail, hint, position), since nothing here catches or re-raises it.
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C-unwind" fn process_utility(
     pstmt: *mut pg_sys::PlannedStmt,
@@ -40,17 +77,22 @@ unsafe extern "C-unwind" fn process_utility(
     dest: *mut pg_sys::DestReceiver,
     qc: *mut pg_sys::QueryCompletion,
 ) {
-    let node = unsafe { (*pstmt).utilityStmt };
-    let (database, creates) = unsafe { database_needed_alone(node) };
-    if let Some(database) = database {
-        release(database);
-    }
-    let run = || unsafe {
-        match PREVIOUS {
+    // SAFETY: pstmt is the statement PostgreSQL passes to every utility
+    // hook. before_command is #[pg_guard]: a panic or an error in it is
+    // raised as an ERROR at its own boundary.
+    unsafe { before_command((*pstmt).utilityStmt) };
+    // SAFETY: the arguments are passed on as PostgreSQL gave them. An ERROR
+    // raised by the command longjmps through this frame, which is sound
+    // only because the frame owns nothing with a destructor (only
+    // pointers and plain values are alive here), so skipping it loses
+    // nothing; what must happen after the command, error or not, runs at
+    // the end of its transaction instead (at_transaction_end).
+    unsafe {
+        match PREVIOUS.get().copied().flatten() {
             Some(previous) => {
                 previous(pstmt, query, read_only_tree, context, params, env, dest, qc)
             }
-            None => pg_sys::standard_ProcessUtility(
+            None => standard_process_utility(
                 pstmt,
                 query,
                 read_only_tree,
@@ -61,28 +103,56 @@ unsafe extern "C-unwind" fn process_utility(
                 qc,
             ),
         }
+    }
+}
+
+/// Before a command that needs a database without other connections (or
+/// creates one): gets its worker out of the way, and arranges for the
+/// launcher to be let back in when the transaction ends.
+#[pg_guard]
+unsafe extern "C-unwind" fn before_command(node: *mut pg_sys::Node) {
+    // SAFETY: node is the utility statement of the PlannedStmt.
+    let (database, creates) = unsafe { database_needed_alone(node) };
+    if database.is_none() && !creates {
+        return;
+    }
+    if let Some(database) = database {
+        release(database);
+    }
+    if !REGISTERED.replace(true) {
+        // SAFETY: registered once per backend; the callback only touches
+        // shared memory under its lock and never raises.
+        unsafe { pg_sys::RegisterXactCallback(Some(at_transaction_end), std::ptr::null_mut()) };
+    }
+    AFTER_COMMAND.set(Some(database));
+}
+
+/// The command has committed or failed. Hold the launcher off a moment
+/// longer, so that no worker connects before the database is free, and
+/// have it read pg_database then (a new database, maybe a copy of a served
+/// one, or one that takes no connections now). Until it has, whether the
+/// database may be served is unknown.
+#[pg_guard]
+unsafe extern "C-unwind" fn at_transaction_end(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut std::ffi::c_void,
+) {
+    use pg_sys::XactEvent::*;
+    if !matches!(event, XACT_EVENT_COMMIT | XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT) {
+        return;
+    }
+    let Some(database) = AFTER_COMMAND.take() else {
+        return;
     };
-    PgTryBuilder::new(run)
-        .finally(|| {
-            // The command commits after this hook returns: hold the
-            // launcher off a moment longer, so that no worker connects
-            // before the commit, and have it read pg_database then (a new
-            // database, maybe a copy of a served one, or one that takes no
-            // connections now). Until it has, whether the database may be
-            // served is unknown.
-            if database.is_none() && !creates {
-                return;
-            }
-            let mut shared = SHARED.exclusive();
-            let until = shared::now() + AFTER_US;
-            if let Some(entry) = database.and_then(|d| shared.database(d)) {
-                entry.blocked_until = until;
-                entry.scanned = false;
-                entry.servable = false;
-            }
-            shared.rescan_at = until;
-        })
-        .execute()
+    let mut shared = SHARED.exclusive();
+    let until = shared::now() + AFTER_US;
+    if let Some(entry) = database.and_then(|d| shared.database_mut(d)) {
+        entry.blocked_until = until;
+        entry.scanned = false;
+        entry.servable = false;
+    }
+    shared.rescan_at.store(until, Ordering::Relaxed);
+    shared::set_latch(shared.launcher_procno);
 }
 
 /// The database a utility statement needs without other connections, and

@@ -1,10 +1,14 @@
 //! The launcher: one per cluster, started by the postmaster. It keeps the
-//! list of databases (pg_database, scanned now and then), starts a worker
-//! for each database that wants one while slots are free, oldest request
-//! first, asks the longest-running worker to give its slot up when others
-//! wait, and frees the slots of workers that exited, with a growing pause
-//! before serving again a database whose worker failed.
+//! table of databases (pg_database, scanned now and then), and whenever it
+//! is woken (by a commit that wants a worker, a worker that exits, or its
+//! timer) it frees the slots of workers that exited, with a growing pause
+//! before serving again a database whose worker failed, starts a worker for
+//! each database that wants one while slots are free, oldest request first,
+//! and asks as many running workers to give their slots up as databases
+//! still wait: idle ones first (they leave at once), then those that have
+//! served longest (they leave once their turn is over).
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use pgrx::bgworkers::{
@@ -17,11 +21,14 @@ use pgrx::prelude::*;
 use super::shared::{self, Installed, State, Worker, SHARED};
 use crate::gucs::{self, WORKER_SLOTS};
 
-/// A worker serves at least this long before it is asked to give its slot
-/// to a waiting database.
-const TURN_US: i64 = 5_000_000;
 /// The longest pause before serving again a database whose worker failed.
 const MAX_BACKOFF_US: i64 = 60_000_000;
+/// The launcher looks at the table at least this often (due times, pauses
+/// that end); a look at a few thousand entries costs microseconds.
+const TICK: Duration = Duration::from_secs(1);
+/// After the postmaster had no background worker slot left
+/// (max_worker_processes), the launcher tries again this much later.
+const NO_SLOT_RETRY_US: i64 = 100_000;
 
 pub fn register() {
     BackgroundWorkerBuilder::new("queue launcher")
@@ -45,21 +52,25 @@ pub extern "C-unwind" fn queue_launcher_main(_arg: pg_sys::Datum) {
     let mut handles: Vec<Option<DynamicBackgroundWorker>> =
         (0..WORKER_SLOTS).map(|_| None).collect();
     let mut next_scan = 0;
-    while BackgroundWorker::wait_latch(Some(Duration::from_millis(500))) {
+    let mut sleep = Duration::ZERO;
+    while BackgroundWorker::wait_latch(Some(sleep)) {
         if BackgroundWorker::sighup_received() {
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
         let now = shared::now();
-        let asked = SHARED.share().rescan_at;
+        let asked = SHARED.share().rescan_at.load(Ordering::Relaxed);
         if now >= next_scan || (asked > 0 && now >= asked) {
             scan_databases(now);
             next_scan = now + gucs::DATABASE_SCAN_S.get() as i64 * 1_000_000;
         }
         reap(&mut handles, now);
         SHARED.exclusive().wake_due(now);
+        sleep = TICK;
         if gucs::ENABLED.get() {
-            start_workers(&mut handles, now);
-            take_turns(now);
+            if !start_workers(&mut handles, now) {
+                sleep = Duration::from_micros(NO_SLOT_RETRY_US as u64);
+            }
+            ask_to_yield(now);
         } else {
             stop_all();
         }
@@ -92,23 +103,26 @@ fn scan_databases(now: i64) {
         pg_sys::table_close(rel, pg_sys::AccessShareLock as _);
         pg_sys::CommitTransactionCommand();
     }
+    found.sort_unstable_by_key(|(oid, _)| oid.to_u32());
     let mut shared = SHARED.exclusive();
-    shared.rescan_at = 0;
-    for i in 0..shared.databases.len() {
-        let oid = shared.databases[i].oid;
-        if oid != Oid::INVALID
-            && !found.iter().any(|(o, _)| *o == oid)
-            && shared.worker_of(oid).is_none()
-        {
-            shared.databases[i].oid = Oid::INVALID;
+    shared.rescan_at.store(0, Ordering::Relaxed);
+    let gone: Vec<Oid> = shared
+        .databases()
+        .map(|d| d.oid)
+        .filter(|oid| found.binary_search_by_key(&oid.to_u32(), |(o, _)| o.to_u32()).is_err())
+        .collect();
+    for oid in gone {
+        if shared.worker_of(oid).is_none() {
+            shared.forget_database(oid);
         }
     }
     for (oid, servable) in found {
         if let Some(entry) = shared.database_entry(oid) {
             entry.scanned = true;
             entry.servable = servable;
-            if entry.installed == Installed::Unknown && servable && entry.wanted_since == 0 {
-                entry.wanted_since = now;
+            // a database not probed yet gets a worker once, to find out
+            if entry.installed() == Installed::Unknown && servable {
+                entry.want(now);
             }
         }
     }
@@ -139,7 +153,7 @@ fn reap(handles: &mut [Option<DynamicBackgroundWorker>], now: i64) {
         let clean = worker.state == State::Exited && worker.clean_exit;
         shared.workers[slot].state = State::Free;
         *handle = None;
-        if let Some(entry) = shared.database(worker.database) {
+        if let Some(entry) = shared.database_mut(worker.database) {
             if clean {
                 entry.failures = 0;
             } else {
@@ -152,11 +166,11 @@ fn reap(handles: &mut [Option<DynamicBackgroundWorker>], now: i64) {
 }
 
 /// Starts workers for waiting databases, oldest request first, while slots
-/// are free.
-fn start_workers(handles: &mut [Option<DynamicBackgroundWorker>], now: i64) {
+/// are free. False when the postmaster had no background worker slot left.
+fn start_workers(handles: &mut [Option<DynamicBackgroundWorker>], now: i64) -> bool {
     let max = gucs::MAX_WORKERS.get() as usize;
     loop {
-        let (slot, database) = {
+        let slot = {
             let mut shared = SHARED.exclusive();
             let running = shared
                 .workers
@@ -164,16 +178,17 @@ fn start_workers(handles: &mut [Option<DynamicBackgroundWorker>], now: i64) {
                 .filter(|w| w.state != State::Free)
                 .count();
             if running >= max {
-                return;
+                return true;
             }
             let Some(database) = shared.next_to_serve(now) else {
-                return;
+                return true;
             };
             let Some(slot) = shared.workers.iter().position(|w| w.state == State::Free) else {
-                return;
+                return true;
             };
             shared.workers[slot] = Worker::starting(database, now);
-            (slot, database)
+            shared.wakes[slot].store(0, Ordering::Relaxed);
+            slot
         };
         let started = BackgroundWorkerBuilder::new("queue worker")
             .set_type("queue worker")
@@ -186,40 +201,49 @@ fn start_workers(handles: &mut [Option<DynamicBackgroundWorker>], now: i64) {
         match started {
             Ok(handle) => handles[slot] = Some(handle),
             Err(_) => {
-                // no background worker slot left (max_worker_processes)
-                let mut shared = SHARED.exclusive();
-                shared.workers[slot].state = State::Free;
-                if let Some(entry) = shared.database(database) {
-                    entry.not_before = now + 1_000_000;
-                }
-                return;
+                // no background worker slot left (max_worker_processes):
+                // not the database's fault, so no pause for it
+                SHARED.exclusive().workers[slot].state = State::Free;
+                return false;
             }
         }
     }
 }
 
-/// When databases wait and every slot is taken, the worker that has served
-/// longest (at least a turn) is asked to give its slot up.
-fn take_turns(now: i64) {
+/// As many running workers as there are databases waiting beyond the free
+/// slots (less those already leaving) are asked to give their slots up:
+/// idle ones first, least recently active first, then the ones that have
+/// served longest. A worker asked leaves at once when nothing is due in
+/// its database, else once its turn is over (serve.rs).
+fn ask_to_yield(now: i64) {
     let mut shared = SHARED.exclusive();
-    let someone_waits = shared.next_to_serve(now).is_some();
-    let running = shared
+    let waiting = shared.waiting_for_worker(now).filter(|d| d.not_before <= now).count();
+    let running = shared.workers.iter().filter(|w| w.state != State::Free).count();
+    let free = (gucs::MAX_WORKERS.get() as usize).saturating_sub(running);
+    let leaving = shared
         .workers
         .iter()
-        .filter(|w| w.state != State::Free)
+        .filter(|w| w.state.running() && (w.stop || w.yield_asked))
         .count();
-    if !someone_waits || running < gucs::MAX_WORKERS.get() as usize {
+    let needed = waiting.saturating_sub(free + leaving);
+    if needed == 0 {
         return;
     }
-    let longest = shared
+    let mut candidates: Vec<(usize, (bool, i64))> = shared
         .workers
         .iter()
         .enumerate()
-        .filter(|(_, w)| w.state.running() && !w.stop && now - w.started_at >= TURN_US)
-        .min_by_key(|(_, w)| w.started_at)
-        .map(|(i, _)| i);
-    if let Some(slot) = longest {
-        shared.workers[slot].stop = true;
+        .filter(|(_, w)| {
+            matches!(w.state, State::Idle | State::Delivering) && !w.stop && !w.yield_asked
+        })
+        .map(|(i, w)| {
+            let busy = w.state == State::Delivering;
+            (i, (busy, if busy { w.started_at } else { w.last_active_at }))
+        })
+        .collect();
+    candidates.sort_by_key(|(_, key)| *key);
+    for (slot, _) in candidates.into_iter().take(needed) {
+        shared.workers[slot].yield_asked = true;
         shared::set_latch(shared.workers[slot].procno);
     }
 }

@@ -1,7 +1,8 @@
 //! Push delivery's machinery: a launcher per cluster and a worker per
 //! database with due work, sharing state in shared memory.
 //!
-//! - `shared`: the slots, the databases and the wake-up latencies
+//! - `shared`: the worker slots and the wake-up latencies
+//! - `databases`: the table of databases, keyed by oid
 //! - `launcher`: finds databases, starts and reaps workers
 //! - `serve`: the loop of one database's worker
 //! - `delivery`: claiming batches and handing them to senders
@@ -12,6 +13,7 @@
 //! - `wake`: wake on commit
 //! - `hooks`: gets workers out of the way of DROP DATABASE and friends
 
+mod databases;
 mod delivery;
 mod hooks;
 pub mod launcher;

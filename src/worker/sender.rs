@@ -1,18 +1,25 @@
 //! Calling a sender for one job: in a subtransaction of its own, as the
-//! role that registered it, from the worker's clean settings, within
-//! queue.sender_timeout. Whatever the sender does, the worker gets back
-//! "delivered" or the error it raised, and is itself unchanged.
+//! role that registered it, with the settings a new session of that role
+//! in this database would start with, within queue.sender_timeout.
+//! Whatever the sender does, the worker gets back "delivered" or the error
+//! it raised, and is itself unchanged.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::ffi::CString;
 
 use pgrx::pg_sys::{self, Oid};
 
 use super::subxact::{self, sqlstate};
 use crate::gucs;
 
-/// A sender that may be called: its function and the role it runs as.
-#[derive(Clone, Copy)]
+/// A sender that may be called: its function, the role it runs as, and
+/// that role's login settings in this database (`name=value`, as
+/// pg_db_role_setting keeps them, lowest priority first).
 pub struct Sender {
     pub function: Oid,
     pub role: Oid,
+    pub settings: Vec<String>,
 }
 
 /// A sender looked up for the calls of one transaction. Its lookup info is
@@ -20,7 +27,18 @@ pub struct Sender {
 /// and planned once, not for every job.
 pub struct Prepared {
     role: Oid,
+    settings: Vec<(CString, CString)>,
     flinfo: Box<pg_sys::FmgrInfo>,
+}
+
+/// Settings that a login applies but a sender call does not: the role a
+/// call runs as is the registering role, whatever its settings say.
+const NOT_APPLIED: [&str; 2] = ["role", "session_authorization"];
+
+thread_local! {
+    /// Login settings that could not be applied, each warned about once
+    /// per worker (a login warns about them once per session).
+    static WARNED: RefCell<HashSet<String>> = RefCell::new(HashSet::new());
 }
 
 pub enum Outcome {
@@ -52,6 +70,7 @@ impl Sender {
         unsafe { pg_sys::fmgr_info(self.function, &mut *flinfo) };
         Prepared {
             role: self.role,
+            settings: self.settings.iter().filter_map(|s| parse_setting(s)).collect(),
             flinfo,
         }
     }
@@ -84,9 +103,6 @@ impl Prepared {
     fn run(&mut self, job: pg_sys::Datum) {
         unsafe {
             let nest = pg_sys::NewGUCNestLevel();
-            // Names the sender does not qualify never resolve to objects
-            // that other roles could plant on a search_path.
-            set_for_scope(c"search_path", c"pg_catalog, pg_temp");
             let (mut user, mut security) = (Oid::INVALID, 0);
             pg_sys::GetUserIdAndSecContext(&mut user, &mut security);
             // Not SET ROLE: inside a security-restricted operation the
@@ -98,6 +114,11 @@ impl Prepared {
                     | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32
                     | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
             );
+            // As the role, as a login applies them; the worker's own
+            // statements set their search_path in a nest level of their own.
+            for (name, value) in &self.settings {
+                apply_login_setting(name, value);
+            }
             pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
             let timeout = gucs::SENDER_TIMEOUT_MS.get();
             if timeout > 0 {
@@ -136,6 +157,44 @@ unsafe fn call_ignoring_result(flinfo: &mut pg_sys::FmgrInfo, argument: pg_sys::
         // which subxact::run catches
         pg_sys::ffi::pg_guard_ffi_boundary(|| entry(fcinfo));
         pg_sys::pfree(fcinfo.cast());
+    }
+}
+
+/// `name=value` as pg_db_role_setting keeps it (ParseLongOption's rules:
+/// a `-` in the name stands for `_`); None for settings a call leaves alone.
+fn parse_setting(setting: &str) -> Option<(CString, CString)> {
+    let (name, value) = setting.split_once('=')?;
+    let name = name.replace('-', "_");
+    if NOT_APPLIED.contains(&name.to_ascii_lowercase().as_str()) {
+        return None;
+    }
+    Some((CString::new(name).ok()?, CString::new(value).ok()?))
+}
+
+/// Applies one login setting until the current GUC nest level ends, with
+/// the rights a login has (PGC_SUSET: pg_db_role_setting holds only what
+/// its writer was allowed to set). A setting that cannot be applied is
+/// skipped with a warning, once per worker, as a login skips it with one.
+fn apply_login_setting(name: &std::ffi::CStr, value: &std::ffi::CStr) {
+    let applied = unsafe {
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_SUSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            pg_sys::DEBUG1 as i32,
+            false,
+        )
+    };
+    if applied <= 0 {
+        let setting = format!("{}={}", name.to_string_lossy(), value.to_string_lossy());
+        if WARNED.with(|w| w.borrow_mut().insert(setting.clone())) {
+            pgrx::warning!(
+                "queue worker: a sender's login setting \"{setting}\" cannot be applied; its calls run without it"
+            );
+        }
     }
 }
 

@@ -3,9 +3,13 @@
 //! stopped worker left in flight, and then goes round: one batch per
 //! sender queue, upkeep, and a sleep on its latch (set by committing
 //! transactions) until the next job falls due or the poll interval ends.
-//! It gives its slot back when it has been idle for queue.idle_exit (telling
-//! the launcher when its next job falls due), when its turn is over, or
-//! when its database is needed alone.
+//!
+//! It gives its slot back (telling the launcher when its database next
+//! needs a worker: a scheduled job, a lease, a cleanup) when nothing is due
+//! and the launcher asks for the slot, or when it has been idle for
+//! queue.idle_exit; when the launcher asks while jobs are due, once its
+//! turn of TURN_BATCHES batches is over (its database then waits in line
+//! again); and at once when its database is needed alone.
 
 use std::cell::Cell;
 
@@ -13,12 +17,20 @@ use pgrx::bgworkers::BackgroundWorker;
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
+use std::sync::atomic::Ordering;
+
 use super::delivery::{self, Delivery};
 use super::session::{self, Session};
 use super::shared::{self, Installed, State, SHARED};
 use super::upkeep::Upkeep;
 use super::wake;
 use crate::gucs;
+
+/// A worker asked for its slot while jobs are due delivers this many
+/// batches (counted from its start) before it leaves: a fair turn,
+/// measured in work, so that a busy database neither holds a slot for long
+/// nor pays a worker's start for every batch.
+const TURN_BATCHES: usize = 10;
 
 thread_local! {
     /// The worker is exiting on purpose.
@@ -41,13 +53,14 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     let database = SHARED.share().workers[slot].database;
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(database), None);
     super::name_this_process("queue worker");
-    {
+    let upkeep_at = {
         let mut shared = SHARED.exclusive();
         let me = &mut shared.workers[slot];
         me.pid = unsafe { pg_sys::MyProcPid };
         me.procno = shared::my_procno();
         me.state = State::Idle;
-    }
+        shared.database(database).map_or(0, |d| d.upkeep_at)
+    };
     let Some(mut session) = session::transaction(|| Session::find(None)) else {
         set_installed(database, Installed::No);
         exit_cleanly();
@@ -55,8 +68,9 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     set_installed(database, Installed::Yes);
     wake::in_worker();
     let mut delivery = Delivery::new(slot);
-    let mut upkeep = Upkeep::new(shared::now());
+    let mut upkeep = Upkeep::new(shared::now(), upkeep_at);
     let mut last_work = shared::now();
+    let mut batches = 0;
     if delivery.recover(&session) > 0 {
         last_work = shared::now();
     }
@@ -82,19 +96,31 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
                 exit_cleanly();
             }
         };
-        let (claimed, more) = delivery.round(&session, || stop_requested(slot));
+        let round = delivery.round(&session, || stop_requested(slot));
+        batches += round.batches;
         upkeep.run(&session, shared::now());
-        if woken || claimed > 0 {
+        if woken || round.claimed > 0 {
             last_work = now;
         }
-        if more {
+        let asked = yield_asked(slot);
+        if asked && batches >= TURN_BATCHES {
+            // its turn is over: at_exit puts the database back in line
+            exit_cleanly();
+        }
+        // a full batch, or a worker asked to leave that delivered something
+        // this round: look again at once (nothing due means it may go)
+        if round.more || (asked && round.claimed > 0) {
             continue;
         }
         let now = shared::now();
         let next_due = session::transaction(|| session.tables(delivery::next_due));
         let idle_us = gucs::IDLE_EXIT_S.get() as i64 * 1_000_000;
-        if now - last_work >= idle_us && give_up_slot(slot, database, next_due) {
-            exit_cleanly();
+        let nothing_due = next_due.is_none_or(|due| due > now);
+        if nothing_due && (asked || now - last_work >= idle_us) {
+            let cleanup = session::transaction(|| session.tables(delivery::next_cleanup));
+            if give_up_slot(slot, database, next_due, cleanup, &upkeep, now) {
+                exit_cleanly();
+            }
         }
         let until_idle = (last_work + idle_us - now).max(0);
         // a due time already past that this round could not serve (its
@@ -124,44 +150,60 @@ const MIN_SLEEP_US: i64 = 100_000;
 /// it took to arrive.
 fn take_wake(slot: usize, now: i64) -> bool {
     let mut shared = SHARED.exclusive();
+    let sent = shared.wakes[slot].load(Ordering::Relaxed);
     let me = &mut shared.workers[slot];
-    let woken = me.wake_sent_at > me.wake_seen_at;
+    let woken = sent > me.wake_seen_at;
     if woken {
-        let latency = now - me.wake_sent_at;
-        me.wake_seen_at = me.wake_sent_at;
+        me.wake_seen_at = sent;
         me.last_active_at = now;
-        shared.record_latency(latency);
+        shared.record_latency(now - sent);
     }
     woken
 }
 
-/// The launcher or a database command asked this worker to go.
+/// A database command asked this worker to go, or the workers are off.
 fn stop_requested(slot: usize) -> bool {
     SHARED.share().workers[slot].stop
 }
 
+/// The launcher wants this slot for a database that waits.
+fn yield_asked(slot: usize) -> bool {
+    SHARED.share().workers[slot].yield_asked
+}
+
 fn set_installed(database: Oid, installed: Installed) {
-    let mut shared = SHARED.exclusive();
+    let shared = SHARED.share();
     if let Some(entry) = shared.database(database) {
-        entry.installed = installed;
+        entry.set_installed(installed);
         if installed == Installed::No {
-            entry.wanted_since = 0;
+            entry.wanted_since.store(0, Ordering::Relaxed);
         }
     }
 }
 
-/// Idle: the database no longer wants a worker until `next_due`, unless a
-/// commit woke this one in the meantime (then it stays).
-fn give_up_slot(slot: usize, database: Oid, next_due: Option<i64>) -> bool {
+/// Nothing is due: the database no longer wants a worker until its next
+/// job (`next_due`) or its next cleanup (`cleanup`, put off to a quiet
+/// database's pace), unless a commit woke this worker in the meantime
+/// (then it stays).
+fn give_up_slot(
+    slot: usize,
+    database: Oid,
+    next_due: Option<i64>,
+    cleanup: Option<i64>,
+    upkeep: &Upkeep,
+    now: i64,
+) -> bool {
     let mut shared = SHARED.exclusive();
-    let me = shared.workers[slot];
-    if me.wake_sent_at > me.wake_seen_at {
+    if shared.wakes[slot].load(Ordering::Relaxed) > shared.workers[slot].wake_seen_at {
         return false;
     }
     shared.workers[slot].state = State::Stopping;
-    if let Some(entry) = shared.database(database) {
-        entry.wanted_since = 0;
-        entry.due_at = next_due.unwrap_or(0).max(0);
+    if let Some(entry) = shared.database_mut(database) {
+        entry.wanted_since.store(0, Ordering::Relaxed);
+        entry.upkeep_at = upkeep.next_maintenance();
+        let cleanup = cleanup.map(|at| at.max(now + super::upkeep::QUIET_US));
+        let due = [next_due, cleanup].into_iter().flatten().min();
+        entry.due_at.store(due.unwrap_or(0).max(0), Ordering::Relaxed);
     }
     true
 }
@@ -198,15 +240,15 @@ unsafe extern "C-unwind" fn at_exit(_code: i32, arg: pg_sys::Datum) {
     let now = shared::now();
     let mut shared = SHARED.exclusive();
     let me = shared.workers[slot];
-    let missed_wake = me.wake_sent_at > me.wake_seen_at;
-    // asked to stop while it still had work: back to the end of the line
-    let turn_over = me.stop && me.last_active_at > me.started_at;
+    let missed_wake = shared.wakes[slot].load(Ordering::Relaxed) > me.wake_seen_at;
+    // left with work still due (its turn is over, or it was stopped): back
+    // to the end of the line
+    let work_left = me.state != State::Stopping;
     shared.workers[slot].state = State::Exited;
     shared.workers[slot].clean_exit = CLEAN_EXIT.get() || me.stop;
-    if let Some(entry) = shared.database(me.database) {
-        if (missed_wake || turn_over) && entry.installed != Installed::No && entry.wanted_since == 0
-        {
-            entry.wanted_since = now;
+    if let Some(entry) = shared.database_mut(me.database) {
+        if (missed_wake || work_left) && entry.installed() != Installed::No {
+            entry.want(now);
         }
     }
     if shared.launcher_procno >= 0 {

@@ -1,18 +1,18 @@
 //! The state that the launcher, the workers and every backend share, in
 //! shared memory: one slot per worker, one entry per database the launcher
-//! knows, and the last wake-up latencies. Only there when the library is
-//! preloaded; `available()` says so.
+//! knows (databases.rs), and the last wake-up latencies. Only there when
+//! the library is preloaded; `available()` says so.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgLwLock};
 
+pub use super::databases::{Database, Installed};
+use super::databases;
 use crate::gucs::WORKER_SLOTS;
 
-/// Databases the launcher keeps track of at once.
-pub const DATABASE_SLOTS: usize = 1024;
 /// Wake-up latencies kept, the newest overwriting the oldest.
 pub const LATENCY_SAMPLES: usize = 1024;
 const ERROR_BYTES: usize = 120;
@@ -25,6 +25,7 @@ static PRELOADED: AtomicBool = AtomicBool::new(false);
 
 pub fn init() {
     pg_shmem_init!(SHARED);
+    databases::init();
     PRELOADED.store(true, Ordering::Relaxed);
 }
 
@@ -66,9 +67,12 @@ pub struct Worker {
     pub state: State,
     /// The worker exited on purpose (idle, asked to stop, no extension).
     pub clean_exit: bool,
-    /// Asked to exit: its database is needed alone, its turn is over, or
-    /// the workers are switched off.
+    /// Asked to exit at once: its database is needed alone, or the workers
+    /// are switched off.
     pub stop: bool,
+    /// Asked by the launcher to give its slot to a database that waits:
+    /// at once when nothing is due, else when its turn is over.
+    pub yield_asked: bool,
     pub database: Oid,
     pub pid: i32,
     /// Its index in ProcGlobal->allProcs, for its latch; -1 until known.
@@ -77,9 +81,7 @@ pub struct Worker {
     pub last_active_at: i64,
     pub delivered: i64,
     pub failed: i64,
-    /// When a commit last set its latch, and the last such time the
-    /// worker has taken in.
-    pub wake_sent_at: i64,
+    /// The last wake-up (`Shared::wakes`) the worker has taken in.
     pub wake_seen_at: i64,
     pub last_error: [u8; ERROR_BYTES],
 }
@@ -89,6 +91,7 @@ impl Worker {
         state: State::Free,
         clean_exit: false,
         stop: false,
+        yield_asked: false,
         database: Oid::INVALID,
         pid: 0,
         procno: -1,
@@ -96,7 +99,6 @@ impl Worker {
         last_active_at: 0,
         delivered: 0,
         failed: 0,
-        wake_sent_at: 0,
         wake_seen_at: 0,
         last_error: [0; ERROR_BYTES],
     };
@@ -131,77 +133,30 @@ impl Worker {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Installed {
-    Unknown,
-    Yes,
-    No,
-}
-
-#[derive(Clone, Copy)]
-pub struct Database {
-    /// InvalidOid: a free entry.
-    pub oid: Oid,
-    pub installed: Installed,
-    /// Seen by a scan of pg_database, and whether it was connectable and
-    /// not a template then.
-    pub scanned: bool,
-    pub servable: bool,
-    /// Since when it wants a worker; 0: it does not.
-    pub wanted_since: i64,
-    /// No worker before this time (after a worker that failed).
-    pub not_before: i64,
-    pub failures: u32,
-    /// A command needs the database without a worker until then.
-    pub blocked_until: i64,
-    /// When its worker, which exited idle, has something to do again
-    /// (a scheduled job falls due, a lease expires); 0: nothing.
-    pub due_at: i64,
-}
-
-impl Database {
-    const FREE: Database = Database {
-        oid: Oid::INVALID,
-        installed: Installed::Unknown,
-        scanned: false,
-        servable: false,
-        wanted_since: 0,
-        not_before: 0,
-        failures: 0,
-        blocked_until: 0,
-        due_at: 0,
-    };
-
-    /// Waiting for a worker, and allowed one.
-    pub fn waiting(&self, now: i64) -> bool {
-        self.oid != Oid::INVALID
-            && self.servable
-            && self.installed != Installed::No
-            && self.wanted_since > 0
-            && self.blocked_until <= now
-    }
-}
-
 pub struct Shared {
     pub launcher_procno: i32,
     /// Asks the launcher to scan pg_database once this time has come
     /// (0: no need).
-    pub rescan_at: i64,
+    pub rescan_at: AtomicI64,
     pub workers: [Worker; WORKER_SLOTS],
-    pub databases: [Database; DATABASE_SLOTS],
+    /// When a commit last set each worker's latch (with the lock held in
+    /// share mode, hence atomic).
+    pub wakes: [AtomicI64; WORKER_SLOTS],
     pub latencies: [i64; LATENCY_SAMPLES],
     pub latency_count: u64,
 }
 
+// SAFETY: plain data and atomics, no pointers: valid at the same address in
+// every process, and initialized by Default before any process reads it.
 unsafe impl PGRXSharedMemory for Shared {}
 
 impl Default for Shared {
     fn default() -> Self {
         Shared {
             launcher_procno: -1,
-            rescan_at: 1,
+            rescan_at: AtomicI64::new(1),
             workers: [Worker::FREE; WORKER_SLOTS],
-            databases: [Database::FREE; DATABASE_SLOTS],
+            wakes: std::array::from_fn(|_| AtomicI64::new(0)),
             latencies: [0; LATENCY_SAMPLES],
             latency_count: 0,
         }
@@ -209,17 +164,29 @@ impl Default for Shared {
 }
 
 impl Shared {
-    /// The slot of the running worker of `database`.
+    /// The slot of a running worker of `database`.
     pub fn worker_of(&self, database: Oid) -> Option<usize> {
         self.workers
             .iter()
             .position(|w| w.state.running() && w.database == database)
     }
 
+    /// Every known database (a guard of the lock proves it is held).
+    pub fn databases(&self) -> impl Iterator<Item = &Database> {
+        databases::entries()
+            .iter()
+            .filter(|d| d.oid != Oid::INVALID)
+    }
+
+    pub fn databases_mut(&mut self) -> impl Iterator<Item = &mut Database> {
+        databases::entries_mut()
+            .iter_mut()
+            .filter(|d| d.oid != Oid::INVALID)
+    }
+
     /// The databases that want a worker, are allowed one and have none.
     pub fn waiting_for_worker(&self, now: i64) -> impl Iterator<Item = &Database> {
-        self.databases
-            .iter()
+        self.databases()
             .filter(move |d| d.waiting(now) && self.worker_of(d.oid).is_none())
     }
 
@@ -228,39 +195,43 @@ impl Shared {
     pub fn next_to_serve(&self, now: i64) -> Option<Oid> {
         self.waiting_for_worker(now)
             .filter(|d| d.not_before <= now)
-            .min_by_key(|d| d.wanted_since)
+            .min_by_key(|d| d.wanted_since.load(Ordering::Relaxed))
             .map(|d| d.oid)
     }
 
-    pub fn database(&mut self, oid: Oid) -> Option<&mut Database> {
-        self.databases.iter_mut().find(|d| d.oid == oid)
+    /// The entry of `oid`, to read (and to change its atomics).
+    pub fn database(&self, oid: Oid) -> Option<&Database> {
+        let table = databases::entries();
+        databases::find(table, oid).map(|at| &table[at])
+    }
+
+    pub fn database_mut(&mut self, oid: Oid) -> Option<&mut Database> {
+        let table = databases::entries_mut();
+        databases::find(table, oid).map(move |at| &mut table[at])
     }
 
     /// The entry of `oid`, made if need be (None when the table is full).
     pub fn database_entry(&mut self, oid: Oid) -> Option<&mut Database> {
-        let at = match self.databases.iter().position(|d| d.oid == oid) {
-            Some(i) => i,
-            None => {
-                let free = self.databases.iter().position(|d| d.oid == Oid::INVALID)?;
-                self.databases[free] = Database {
-                    oid,
-                    ..Database::FREE
-                };
-                free
-            }
-        };
-        Some(&mut self.databases[at])
+        let table = databases::entries_mut();
+        databases::find_or_add(table, oid).map(move |at| &mut table[at])
+    }
+
+    /// Forgets a database (dropped).
+    pub fn forget_database(&mut self, oid: Oid) {
+        let table = databases::entries_mut();
+        if let Some(at) = databases::find(table, oid) {
+            databases::remove(table, at);
+        }
     }
 
     /// Databases whose work has fallen due since their worker left want
     /// one again.
     pub fn wake_due(&mut self, now: i64) {
-        for entry in self.databases.iter_mut() {
-            if entry.oid != Oid::INVALID && entry.due_at > 0 && entry.due_at <= now {
-                if entry.wanted_since == 0 {
-                    entry.wanted_since = now;
-                }
-                entry.due_at = 0;
+        for entry in self.databases_mut() {
+            let due = entry.due_at.load(Ordering::Relaxed);
+            if due > 0 && due <= now {
+                entry.want(now);
+                entry.due_at.store(0, Ordering::Relaxed);
             }
         }
     }

@@ -27,21 +27,31 @@ const CLEANUP_CHUNK: i64 = 10_000;
 /// few seconds under load; otherwise queue_maintain()'s cadence is enough).
 const EVERY_SECOND_US: i64 = 1_000_000;
 
+/// A database without a worker is visited for its retention cleanup at
+/// most this often: jobs that expire one after another in a database
+/// nobody uses are removed a minute at a time, not one worker start each.
+pub const QUIET_US: i64 = 60_000_000;
+
 pub struct Upkeep {
     next_each_second: i64,
     next_maintenance: i64,
 }
 
 impl Upkeep {
-    /// A worker starting at `now` runs queue_maintain() first one
-    /// queue.upkeep_interval later, like every later time: a worker started
-    /// again and again (each exits idle, the next commit starts another)
-    /// must not run it at every start.
-    pub fn new(now: i64) -> Upkeep {
+    /// A worker starting at `now` runs queue_maintain() when its database's
+    /// last worker said it would next be due (`due_at`), or, when that is
+    /// unknown, one queue.upkeep_interval later: a database served by one
+    /// short-lived worker after another must not run it at every start.
+    pub fn new(now: i64, due_at: i64) -> Upkeep {
         Upkeep {
             next_each_second: 0,
-            next_maintenance: now + interval_us(),
+            next_maintenance: if due_at > 0 { due_at } else { now + interval_us() },
         }
+    }
+
+    /// When queue_maintain() is next due.
+    pub fn next_maintenance(&self) -> i64 {
+        self.next_maintenance
     }
 
     /// When the next upkeep falls due: the worker wakes for it.

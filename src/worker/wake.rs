@@ -2,15 +2,22 @@
 //! the latch of its database's worker once it has committed (or asks the
 //! launcher for a worker when there is none). Never before the commit, at
 //! most once per transaction, and not at all on rollback. A job of a pull
-//! queue leaves a running worker alone (it has nothing to deliver) but asks
-//! for one when none runs, so that an active database gets its upkeep.
+//! queue leaves a running worker alone (it has nothing to deliver); when
+//! none runs, the database's upkeep falls due within queue.upkeep_interval.
+//!
+//! The commit holds the shared lock in share mode only, and finds its
+//! database with one probe of the table: many committing backends never
+//! wait for each other here.
 
 use std::cell::Cell;
 
 use pgrx::pg_guard;
 use pgrx::pg_sys;
 
+use std::sync::atomic::Ordering;
+
 use super::shared::{self, Installed, SHARED};
+use crate::gucs;
 
 thread_local! {
     /// What this transaction asks of the worker at commit.
@@ -26,25 +33,31 @@ pub fn in_worker() {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Ask {
+pub enum Ask {
     Nothing,
-    /// A worker should run (for its upkeep); a running one is not woken.
+    /// The database's upkeep is due (a pull queue changed); a running
+    /// worker is not woken.
+    Upkeep,
+    /// A worker should start now (the extension was just created).
     Worker,
     /// The worker has jobs to deliver now.
     Delivery,
 }
 
 /// When the current transaction commits, wake this database's worker
-/// (`push`: a job of a sender queue is due) or at least make sure that one
-/// runs.
+/// (`push`: a job of a sender queue is due), or have its upkeep come.
 pub fn on_commit(push: bool) {
+    ask_at_commit(if push { Ask::Delivery } else { Ask::Upkeep });
+}
+
+/// When the current transaction commits, do what `ask` says.
+pub fn ask_at_commit(ask: Ask) {
     if !shared::available() || IN_WORKER.get() {
         return;
     }
     if !REGISTERED.replace(true) {
         unsafe { pg_sys::RegisterXactCallback(Some(at_transaction_end), std::ptr::null_mut()) };
     }
-    let ask = if push { Ask::Delivery } else { Ask::Worker };
     PENDING.set(PENDING.get().max(ask));
 }
 
@@ -57,7 +70,7 @@ unsafe extern "C-unwind" fn at_transaction_end(
     match event {
         XACT_EVENT_COMMIT => match PENDING.replace(Ask::Nothing) {
             Ask::Nothing => {}
-            ask => wake(unsafe { pg_sys::MyDatabaseId }, ask == Ask::Delivery),
+            ask => wake(unsafe { pg_sys::MyDatabaseId }, ask),
         },
         // COMMIT PREPARED runs no callback: the worker's poll finds those jobs.
         XACT_EVENT_ABORT | XACT_EVENT_PREPARE | XACT_EVENT_PARALLEL_ABORT => {
@@ -67,31 +80,49 @@ unsafe extern "C-unwind" fn at_transaction_end(
     }
 }
 
-/// Sets the latch of `database`'s worker (when `deliver`), or tells the
-/// launcher that the database wants one.
-fn wake(database: pg_sys::Oid, deliver: bool) {
+/// Sets the latch of `database`'s worker (for a delivery), or tells the
+/// launcher what the database wants.
+fn wake(database: pg_sys::Oid, ask: Ask) {
     let now = shared::now();
+    {
+        let shared = SHARED.share();
+        if let Some(slot) = shared.worker_of(database) {
+            if ask == Ask::Delivery {
+                shared.wakes[slot].store(now, Ordering::Relaxed);
+                shared::set_latch(shared.workers[slot].procno);
+            }
+            return;
+        }
+        if let Some(entry) = shared.database(database) {
+            entry.set_installed(Installed::Yes);
+            ask_launcher(&shared, entry, ask, now);
+            return;
+        }
+    }
+    // a database the launcher has not seen yet (rare: once per database)
     let mut shared = SHARED.exclusive();
-    if let Some(slot) = shared.worker_of(database) {
-        if deliver {
-            let worker = &mut shared.workers[slot];
-            worker.wake_sent_at = now;
-            shared::set_latch(worker.procno);
-        }
-        return;
+    if shared.database_entry(database).is_none() {
+        return; // queue.max_databases are known already
     }
-    let launcher = shared.launcher_procno;
-    let mut unscanned = false;
-    if let Some(entry) = shared.database_entry(database) {
-        entry.installed = Installed::Yes;
-        if entry.wanted_since == 0 {
-            entry.wanted_since = now;
-        }
-        unscanned = !entry.scanned;
+    let shared = &*shared;
+    if let Some(entry) = shared.database(database) {
+        entry.set_installed(Installed::Yes);
+        ask_launcher(shared, entry, ask, now);
     }
+}
+
+fn ask_launcher(shared: &shared::Shared, entry: &shared::Database, ask: Ask, now: i64) {
+    let unscanned = !entry.scanned;
     if unscanned {
-        // a database the launcher has not seen yet
-        shared.rescan_at = now;
+        // whether it may be served is for a scan of pg_database to say
+        shared.rescan_at.store(now, Ordering::Relaxed);
     }
-    shared::set_latch(launcher);
+    if ask == Ask::Upkeep {
+        entry.due_by(now + gucs::UPKEEP_INTERVAL_S.get() as i64 * 1_000_000);
+    } else {
+        entry.want(now);
+    }
+    if ask != Ask::Upkeep || unscanned {
+        shared::set_latch(shared.launcher_procno);
+    }
 }

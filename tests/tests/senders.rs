@@ -275,7 +275,107 @@ fn settings_of_one_sender_never_reach_the_next() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(seen, ["4MB | pg_catalog, pg_temp | queue worker | 0"]);
+    // the settings of a new session of mailer (the server's defaults)
+    assert_eq!(seen, ["4MB | \"$user\", public | queue worker | 0"]);
+}
+
+#[test]
+fn a_sender_written_like_any_other_function_works() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    // a role with no settings of its own, a table in public, and a sender
+    // that names it unqualified, registered by its unqualified name
+    client
+        .batch_execute(
+            "CREATE ROLE mailer LOGIN;
+             CREATE TABLE outbox (job bigint, who text);
+             GRANT INSERT ON outbox TO mailer;
+             CREATE FUNCTION send_welcome(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 INSERT INTO outbox VALUES ((job->>'id')::bigint, current_user);
+             END $$;
+             SET ROLE mailer;
+             SELECT queue_create('welcome', max_attempts => 1);
+             SELECT queue_register_sender('welcome', 'send_welcome(jsonb)');
+             SELECT queue_enqueue('welcome', '{}') FROM generate_series(1, 5);
+             RESET ROLE;",
+        )
+        .unwrap();
+    drained(&mut client, "welcome");
+    assert_eq!(statuses(&mut client, "welcome"), [("succeeded".into(), 5)]);
+    let who: Vec<String> = client
+        .query("SELECT DISTINCT who FROM outbox", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(who, ["mailer"]);
+}
+
+/// What a sender of `queue` saw, and what a new session of mailer sees:
+/// the search_path and the custom settings app.a to app.e.
+const SETTINGS_SEEN: &str = "concat_ws(' | ', current_setting('search_path'),
+    current_setting('app.a', true), current_setting('app.b', true),
+    current_setting('app.c', true), current_setting('app.d', true),
+    current_setting('app.e', true))";
+
+#[test]
+fn a_sender_starts_with_its_roles_login_settings() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    setup(&mut client);
+    // every level of pg_db_role_setting, each overriding the one before
+    client
+        .batch_execute(&format!(
+            "ALTER ROLE ALL SET app.a = 'all roles';
+             ALTER ROLE ALL SET app.b = 'all roles';
+             ALTER DATABASE queue_test SET app.b = 'database';
+             ALTER DATABASE queue_test SET app.c = 'database';
+             ALTER ROLE mailer SET app.c = 'role';
+             ALTER ROLE mailer SET app.d = 'role';
+             ALTER ROLE mailer SET search_path = app, public;
+             ALTER ROLE mailer IN DATABASE queue_test SET app.d = 'role in database';
+             ALTER ROLE mailer SET app.e = 'role';
+             ALTER ROLE mailer IN DATABASE postgres SET app.e = 'role in another database';
+             CREATE TABLE app.seen (queue text, settings text);
+             GRANT INSERT ON app.seen TO mailer;
+             -- unqualified: the role's search_path finds app.seen
+             CREATE FUNCTION app.report(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 INSERT INTO seen VALUES (job->>'queue', {SETTINGS_SEEN});
+             END $$;
+             -- a function's own SET clause wins, as anywhere
+             CREATE FUNCTION app.report_own(job jsonb) RETURNS void LANGUAGE plpgsql
+             SET search_path = app SET app.e = 'function' AS $$
+             BEGIN
+                 INSERT INTO seen VALUES (job->>'queue', {SETTINGS_SEEN});
+             END $$;"
+        ))
+        .unwrap();
+    mailer_queue(&mut client, "report", "app.report(jsonb)", "");
+    mailer_queue(&mut client, "own", "app.report_own(jsonb)", "");
+    client
+        .batch_execute(
+            "SELECT queue_enqueue('report', '{}'); SELECT queue_enqueue('own', '{}');",
+        )
+        .unwrap();
+    drained(&mut client, "report");
+    drained(&mut client, "own");
+    let seen = |client: &mut Client, queue: &str| -> String {
+        one(client, "SELECT settings FROM app.seen WHERE queue = $1", &[&queue])
+    };
+    let expected = "app, public | all roles | database | role | role in database | role";
+    assert_eq!(seen(&mut client, "report"), expected);
+    assert_eq!(
+        seen(&mut client, "own"),
+        "app | all roles | database | role | role in database | function"
+    );
+    // exactly what mailer's own sessions start with
+    let mut config = cluster.config(queue_client_tests::DB);
+    config.user("mailer");
+    let mut session = config.connect(queue_client_tests::NoTls).unwrap();
+    let login: String = one(&mut session, &format!("SELECT {SETTINGS_SEEN}"), &[]);
+    assert_eq!(login, expected);
 }
 
 #[test]
@@ -366,7 +466,9 @@ fn a_search_path_hijack_is_never_executed() {
                  INSERT INTO public.hijacked VALUES (current_user) RETURNING NULL::uuid
              $$;
              RESET ROLE;
-             SET search_path = app, public;",
+             SET search_path = app, public;
+             -- how mailer's own sessions resolve names, so its sender too
+             ALTER ROLE mailer SET search_path = app;",
         )
         .unwrap();
     // registered by its unqualified name, with app first on the path
@@ -388,9 +490,9 @@ fn a_search_path_hijack_is_never_executed() {
         &[],
     );
     assert_eq!(sender, "app.deliver(jsonb)");
-    // the unqualified call found nothing on the worker's search_path
-    let error: String = one(&mut client, "SELECT last_error FROM queue_failed", &[]);
-    assert!(error.contains("helper(jsonb) does not exist"), "{error}");
+    // the unqualified call found mailer's app.helper, as in its sessions
+    let note: String = one(&mut client, "SELECT note FROM app.sent", &[]);
+    assert_eq!(note, "app");
 }
 
 #[test]
