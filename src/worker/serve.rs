@@ -201,7 +201,7 @@ fn give_up_slot(
     if let Some(entry) = shared.database_mut(database) {
         entry.wanted_since.store(0, Ordering::Relaxed);
         entry.upkeep_at = upkeep.next_maintenance();
-        let cleanup = cleanup.map(|at| at.max(now + super::upkeep::QUIET_US));
+        let cleanup = cleanup.map(|at| at.max(now + super::upkeep::quiet_us()));
         let due = [next_due, cleanup].into_iter().flatten().min();
         entry.due_at.store(due.unwrap_or(0).max(0), Ordering::Relaxed);
     }

@@ -28,9 +28,15 @@ const CLEANUP_CHUNK: i64 = 10_000;
 const EVERY_SECOND_US: i64 = 1_000_000;
 
 /// A database without a worker is visited for its retention cleanup at
-/// most this often: jobs that expire one after another in a database
-/// nobody uses are removed a minute at a time, not one worker start each.
-pub const QUIET_US: i64 = 60_000_000;
+/// most once every this many queue.upkeep_interval (a minute by default):
+/// jobs that expire one after another in a database nobody uses are
+/// removed a minute's worth at a time, not one worker start each.
+const QUIET_INTERVALS: i64 = 6;
+
+/// How long a database without a worker waits at least for its cleanup.
+pub fn quiet_us() -> i64 {
+    QUIET_INTERVALS * interval_us()
+}
 
 pub struct Upkeep {
     next_each_second: i64,

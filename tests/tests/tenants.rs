@@ -117,3 +117,46 @@ fn sixty_tenants_made_from_a_template_are_served_after_one_commit_each() {
     );
     assert_eq!(template_workers, 0);
 }
+
+#[test]
+fn a_database_nobody_uses_still_has_its_finished_jobs_cleaned_up() {
+    // a worker leaves after 1 s idle; a database without a worker is visited
+    // for its cleanup at most every 6 upkeep intervals (here 6 s)
+    let cluster = Cluster::start_with(&["queue.idle_exit = 1", "queue.upkeep_interval = 1"]);
+    let mut main = cluster.connect();
+    main.batch_execute(
+        "SELECT queue_create('pull', retention => '2 seconds');
+         SELECT queue_enqueue('pull', '{}') FROM generate_series(1, 3);
+         SELECT queue_complete(id, lease) FROM queue_claim('pull', 'me', max_jobs => 3);",
+    )
+    .unwrap();
+    let succeeded = |client: &mut Client| -> i64 {
+        one(
+            client,
+            "SELECT count(*) FROM queue_jobs WHERE status = 'succeeded'",
+            &[],
+        )
+    };
+    assert_eq!(succeeded(&mut main), 3);
+    // from here on, no commit in the database: only reads
+    let mut pids = std::collections::HashSet::new();
+    let mut idle_seen = false;
+    eventually("the finished jobs cleaned up without a commit", || {
+        let running: Vec<i32> = main
+            .query(
+                "SELECT pid FROM queue_workers WHERE database = current_database() AND pid IS NOT NULL",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        idle_seen |= running.is_empty();
+        pids.extend(running);
+        succeeded(&mut main) == 0
+    });
+    assert!(idle_seen, "the database was left without a worker meanwhile");
+    // one visit for the cleanup (plus the first worker), not a worker
+    // every few seconds
+    assert!(pids.len() <= 3, "worker starts: {pids:?}");
+}
