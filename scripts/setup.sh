@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Installs what building and testing the extension needs on Debian 12, once:
 # PostgreSQL 15 with its server headers, clang for bindgen, sudo for
-# `cargo pgrx test --runas`, and cargo-pgrx 0.18.1. Each step is skipped
-# when already done. Needs root (or sudo) for the packages.
+# `cargo pgrx test --runas`, PostgreSQL 18 built from source in
+# /usr/local/pgsql-18 (scripts/pg18.sh: Debian 12 has no 18), and cargo-pgrx
+# 0.18.1 initialised for both. Each step is skipped when already done. Needs
+# root (or sudo) for the packages.
 set -euo pipefail
 
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+# PostgreSQL 15's pg_config: Debian's unless PG15_CONFIG, or a PG_CONFIG that
+# is a 15 (as before), says otherwise. PostgreSQL 18's: scripts/pg18.sh's.
+PG15_CONFIG=${PG15_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+PG18_CONFIG=${PG18_PREFIX:-/usr/local/pgsql-18}/bin/pg_config
 cd "$(dirname "$0")/.."
 PGRX_VERSION=$(sed -n 's/^cargo-pgrx = "=\(.*\)"$/\1/p' Cargo.toml)
 export PATH="$HOME/.cargo/bin:$PATH" DEBIAN_FRONTEND=noninteractive
@@ -34,11 +39,17 @@ if [ ${#missing[@]} -gt 0 ]; then
     sudo_if_needed apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+scripts/pg18.sh
+
 if ! cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then
     echo "installing cargo-pgrx $PGRX_VERSION (a few minutes, once)"
     cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
 fi
 
-if ! grep -qs "^pg15 = \"$PG_CONFIG\"" "$HOME/.pgrx/config.toml"; then
-    cargo pgrx init --pg15 "$PG_CONFIG"
+if [ -n "${PG_CONFIG:-}" ] && "$PG_CONFIG" --version 2>/dev/null | grep -q '^PostgreSQL 15\.'; then
+    PG15_CONFIG=$PG_CONFIG
+fi
+if ! grep -qs "^pg15 = \"$PG15_CONFIG\"" "$HOME/.pgrx/config.toml" ||
+   ! grep -qs "^pg18 = \"$PG18_CONFIG\"" "$HOME/.pgrx/config.toml"; then
+    cargo pgrx init --pg15 "$PG15_CONFIG" --pg18 "$PG18_CONFIG"
 fi

@@ -98,32 +98,54 @@ pub fn with_tables<R>(f: impl FnOnce(&mut SpiClient<'_>) -> R) -> R {
 }
 
 /// The search path of our statements while they are parsed, planned or
-/// replanned: pg_catalog, then the extension's schema, and no temporary
-/// schema, so that no object a caller creates can stand in for ours.
-/// Cached plans remember it and are reparsed only under another path.
-struct SearchPath;
+/// replanned: pg_catalog, then the extension's schema, then the temporary
+/// schema (which is never searched for functions and operators, and comes
+/// last for tables), so that no object a caller creates can stand in for
+/// ours. Set in a GUC nest level of its own, as a function's SET clause
+/// would, and undone when the call ends; on error the (sub)transaction's
+/// abort undoes it. Cached plans remember it and are reparsed only under
+/// another path.
+struct SearchPath {
+    nest: i32,
+}
 
 impl SearchPath {
     fn push(schema: Oid) -> SearchPath {
-        let mut path = pg_sys::OverrideSearchPath {
-            schemas: unsafe { pg_sys::lappend_oid(std::ptr::null_mut(), schema) },
-            addCatalog: true,
-            addTemp: false,
-            generation: 0,
-        };
-        // (copied into the transaction's stack of overrides)
-        unsafe { pg_sys::PushOverrideSearchPath(&mut path) };
-        SearchPath
+        let path = search_path_of(schema);
+        // SAFETY: a nest level opened here is closed by drop(), or by the
+        // transaction's abort, which unwinds every open level.
+        let nest = unsafe { pg_sys::NewGUCNestLevel() };
+        crate::gucs::set_for_scope(c"search_path", &path);
+        SearchPath { nest }
     }
 }
 
 impl Drop for SearchPath {
     fn drop(&mut self) {
-        // On error the (sub)transaction's abort pops it.
+        // On error the (sub)transaction's abort undoes it.
         if !std::thread::panicking() {
-            unsafe { pg_sys::PopOverrideSearchPath() };
+            // SAFETY: closes the level push() opened; nothing opened a
+            // level inside it that is still open (those close first).
+            unsafe { pg_sys::AtEOXact_GUC(false, self.nest) };
         }
     }
+}
+
+/// `pg_catalog, <the schema, quoted>, pg_temp`, looked up at every call
+/// (a syscache probe), so that a renamed schema is followed.
+fn search_path_of(schema: Oid) -> std::ffi::CString {
+    // SAFETY: get_namespace_name returns a palloc'd copy, or NULL for a
+    // schema that is gone; quote_identifier returns its argument or a
+    // palloc'd quoted copy; both live until the call's memory is reset.
+    let quoted = unsafe {
+        let name = pg_sys::get_namespace_name(schema);
+        assert!(!name.is_null(), "the extension's schema exists");
+        std::ffi::CStr::from_ptr(pg_sys::quote_identifier(name))
+            .to_string_lossy()
+            .into_owned()
+    };
+    std::ffi::CString::new(format!("pg_catalog, {quoted}, pg_temp"))
+        .expect("a schema name without NUL")
 }
 
 /// Our statements are small and index-driven: one generic plan each,

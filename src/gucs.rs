@@ -1,6 +1,7 @@
 //! Every setting of the extension, in one place. The prefix `queue.` is
 //! reserved, so a typo in postgresql.conf is reported instead of ignored.
 
+use pgrx::pg_sys;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 /// Whether the launcher starts workers at all. On by default: preloading
@@ -149,4 +150,23 @@ fn define_max_workers() {
         GucContext::Postmaster,
         GucFlags::default(),
     );
+}
+
+/// Sets a setting until the current GUC nest level ends, as a function's
+/// SET clause does.
+pub fn set_for_scope(name: &std::ffi::CStr, value: &std::ffi::CStr) {
+    // SAFETY: a plain call with NUL-terminated strings; an invalid value
+    // raises an ERROR, which unwinds as any PostgreSQL error.
+    unsafe {
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_SUSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+    }
 }

@@ -16,6 +16,7 @@ mod policy;
 mod queries;
 mod regprocedure;
 mod rules;
+mod versions;
 mod worker;
 
 ::pgrx::pg_module_magic!(name, version);

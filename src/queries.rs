@@ -49,7 +49,7 @@ statements! {
     RETRY = "retry.sql" (INT8OID, TIMESTAMPTZOID);
 
     SET_SENDER = "set_sender.sql" (INT4OID, TEXTOID, OIDOID, INT4OID);
-    SENDER_FUNCTION = "sender_function.sql" (OIDOID);
+    SENDER_FUNCTION = "sender_function.sql" (OIDOID, OIDOID);
     SENDER_QUEUES = "sender_queues.sql" ();
     SENDER_CHECK = "sender_check.sql" (INT4OID);
     LOGIN_SETTINGS = "login_settings.sql" (OIDOID, OIDOID);

@@ -77,7 +77,11 @@ fn check_sender(
     function: Oid,
     role: Oid,
 ) -> Result<String, QueueError> {
-    let rows = db::run(client, &queries::SENDER_FUNCTION, &[function.into()]);
+    let rows = db::run(
+        client,
+        &queries::SENDER_FUNCTION,
+        &[function.into(), role.into()],
+    );
     let row = rows.first();
     let Ok(Some(kind)) = row.get::<String>(1) else {
         // a dangling oid cast to regprocedure
@@ -101,8 +105,8 @@ fn check_sender(
     if arguments != [pg_sys::JSONBOID] {
         return Err(QueueError::SenderArguments { sender });
     }
-    let acl = unsafe { pg_sys::pg_proc_aclcheck(function, role, pg_sys::ACL_EXECUTE as _) };
-    if acl != pg_sys::AclResult::ACLCHECK_OK {
+    let executable: bool = row.get(5).ok().flatten().unwrap_or(false);
+    if !executable {
         return Err(QueueError::SenderNotExecutable { sender });
     }
     Ok(sender)

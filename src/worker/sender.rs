@@ -197,20 +197,3 @@ fn apply_login_setting(name: &std::ffi::CStr, value: &std::ffi::CStr) {
         }
     }
 }
-
-/// Sets a setting until the current GUC nest level ends, as a function's
-/// SET clause does.
-pub fn set_for_scope(name: &std::ffi::CStr, value: &std::ffi::CStr) {
-    unsafe {
-        pg_sys::set_config_option(
-            name.as_ptr(),
-            value.as_ptr(),
-            pg_sys::GucContext::PGC_SUSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
-    }
-}

@@ -25,6 +25,7 @@ use super::shared::{self, Installed, State, SHARED};
 use super::upkeep::Upkeep;
 use super::wake;
 use crate::gucs;
+use crate::versions;
 
 /// A worker asked for its slot while jobs are due delivers this many
 /// batches (counted from its start) before it leaves: a fair turn,
@@ -41,12 +42,12 @@ thread_local! {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     let slot = arg.value();
+    // SIGTERM ends even a running statement (DROP DATABASE waits for it);
+    // SIGUSR1 (procsignal barriers) keeps the handler background workers
+    // with a database connection get.
+    versions::set_signal_handler(pg_sys::SIGTERM, on_sigterm);
+    versions::set_signal_handler(pg_sys::SIGHUP, on_sighup);
     unsafe {
-        // SIGTERM ends even a running statement (DROP DATABASE waits for it);
-        // SIGUSR1 (procsignal barriers) keeps the handler background
-        // workers with a database connection get.
-        pg_sys::pqsignal(pg_sys::SIGTERM as i32, Some(on_sigterm));
-        pg_sys::pqsignal(pg_sys::SIGHUP as i32, Some(on_sighup));
         pg_sys::before_shmem_exit(Some(at_exit), pg_sys::Datum::from(slot));
         pg_sys::BackgroundWorkerUnblockSignals();
     }
@@ -210,7 +211,7 @@ fn give_up_slot(
 
 fn exit_cleanly() -> ! {
     CLEAN_EXIT.set(true);
-    unsafe { pg_sys::proc_exit(0) }
+    versions::exit_process(0)
 }
 
 /// What PostgreSQL's die() does for a background worker: the next

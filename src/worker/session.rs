@@ -9,7 +9,6 @@ use pgrx::pg_sys;
 use pgrx::spi::SpiClient;
 use pgrx::Spi;
 
-use super::sender::set_for_scope;
 use crate::db;
 
 /// Runs `f` in a transaction of its own. (The worker's state that `f`
@@ -64,7 +63,7 @@ impl Session {
     pub fn scoped<R>(&self, f: impl FnOnce() -> R) -> R {
         unsafe {
             let nest = pg_sys::NewGUCNestLevel();
-            set_for_scope(c"search_path", &self.search_path);
+            crate::gucs::set_for_scope(c"search_path", &self.search_path);
             let result = f();
             pg_sys::AtEOXact_GUC(false, nest);
             result

@@ -256,7 +256,7 @@ pub fn set_latch(procno: i32) {
 
 /// This process's index in ProcGlobal->allProcs.
 pub fn my_procno() -> i32 {
-    unsafe { (*pg_sys::MyProc).pgprocno }
+    crate::versions::my_proc_number()
 }
 
 pub fn now() -> i64 {

@@ -20,7 +20,8 @@ pub struct Cluster {
     bin: PathBuf,
 }
 
-fn pg_config() -> String {
+/// The pg_config of the PostgreSQL under test (PG_CONFIG, else Debian's 15).
+pub fn pg_config() -> String {
     std::env::var("PG_CONFIG").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into())
 }
 
@@ -33,7 +34,7 @@ fn is_root() -> bool {
 }
 
 /// Runs a server program as the cluster's owner.
-fn as_owner(program: &Path) -> Command {
+pub fn as_owner(program: &Path) -> Command {
     if is_root() {
         let mut c = Command::new("runuser");
         c.args(["-u", "postgres", "--"]).arg(program);
@@ -43,7 +44,7 @@ fn as_owner(program: &Path) -> Command {
     }
 }
 
-fn run(mut command: Command) {
+pub fn run(mut command: Command) {
     let out = command.output().expect("the command starts");
     assert!(
         out.status.success(),
@@ -62,8 +63,24 @@ impl Cluster {
     /// `start`, with lines added to postgresql.conf (later lines win, so
     /// `shared_preload_libraries = ''` turns the preload off).
     pub fn start_with(settings: &[&str]) -> Cluster {
+        let cluster = Cluster::start_bare(&pg_config(), settings);
+        let mut admin = cluster.connect_to("postgres");
+        admin
+            .batch_execute(&format!("CREATE DATABASE {DB}"))
+            .unwrap();
+        cluster
+            .connect()
+            .batch_execute("CREATE EXTENSION queue")
+            .unwrap();
+        cluster
+    }
+
+    /// A new cluster of the PostgreSQL that `pg_config` names, started,
+    /// with the library preloaded and `settings` added, and no database of
+    /// the tests' own (nor the extension) in it yet.
+    pub fn start_bare(pg_config: &str, settings: &[&str]) -> Cluster {
         static SEQ: AtomicU32 = AtomicU32::new(0);
-        let bindir = Command::new(pg_config())
+        let bindir = Command::new(pg_config)
             .arg("--bindir")
             .output()
             .expect("pg_config runs");
@@ -105,19 +122,34 @@ impl Cluster {
         }
         std::fs::write(&path, text).unwrap();
         cluster.start_server();
-        let mut admin = cluster.connect_to("postgres");
-        admin
-            .batch_execute(&format!("CREATE DATABASE {DB}"))
-            .unwrap();
-        cluster
-            .connect()
-            .batch_execute("CREATE EXTENSION queue")
-            .unwrap();
         cluster
     }
 
-    fn data(&self) -> PathBuf {
+    pub fn data(&self) -> PathBuf {
         self.dir.join("data")
+    }
+
+    /// Adds lines to postgresql.conf (they take effect at the next start).
+    pub fn configure(&self, settings: &[&str]) {
+        let path = self.data().join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        for line in settings {
+            text.push_str(line);
+            text.push('\n');
+        }
+        std::fs::write(&path, text).unwrap();
+    }
+
+    /// Stops the server cleanly (a shutdown checkpoint), as before an
+    /// upgrade.
+    pub fn stop_server(&self) {
+        run({
+            let mut c = as_owner(&self.bin.join("pg_ctl"));
+            c.arg("-D")
+                .arg(self.data())
+                .args(["-m", "fast", "-w", "stop"]);
+            c
+        });
     }
 
     pub fn socket_dir(&self) -> &Path {

@@ -1,0 +1,128 @@
+//! pg_upgrade from PostgreSQL 15 to 18 of a cluster with queues, jobs in
+//! every status and a registered sender, with the extension installed into
+//! both (`make pg-upgrade`): afterwards the jobs are claimable, the sender
+//! delivers and the counters are exact.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use queue_client_tests::{as_owner, eventually, one, run, Client, Cluster};
+
+fn config(variable: &str) -> String {
+    std::env::var(variable)
+        .unwrap_or_else(|_| panic!("{variable} names a pg_config: run this through `make pg-upgrade`"))
+}
+
+/// Every job as (id, queue, status, attempts), and each queue's counters.
+fn state(client: &mut Client) -> (Vec<(i64, String, String, i32)>, BTreeMap<String, Vec<i64>>) {
+    let jobs = client
+        .query("SELECT id, queue, status, attempts FROM queue_jobs ORDER BY id", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    let stats = client
+        .query(
+            "SELECT queue, ARRAY[pending, scheduled, processing, succeeded, failed, cancelled,
+                                 enqueued_total, succeeded_total, failed_total]
+               FROM queue_stats ORDER BY queue",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    (jobs, stats)
+}
+
+#[test]
+fn pg_upgrade_from_15_to_18_keeps_queues_working() {
+    let (old_config, new_config) = (config("QUEUE_PG15_CONFIG"), config("QUEUE_PG18_CONFIG"));
+    let old = Cluster::start_bare(&old_config, &[]);
+    let mut admin = old.connect_to("postgres");
+    admin.batch_execute("CREATE DATABASE app").unwrap();
+    admin.batch_execute("CREATE ROLE mailer LOGIN").unwrap();
+    drop(admin);
+    let mut app = old.connect_to("app");
+    app.batch_execute(
+        "CREATE EXTENSION queue;
+         CREATE TABLE outbox (job bigint);
+         GRANT INSERT ON outbox TO mailer;
+         CREATE FUNCTION mail(job jsonb) RETURNS void LANGUAGE sql AS
+             $$ INSERT INTO outbox VALUES ((job->>'id')::bigint) $$;
+         SET ROLE mailer;
+         SELECT queue_create('mail');
+         SELECT queue_register_sender('mail', 'mail(jsonb)');
+         SELECT queue_enqueue('mail', '{}');
+         RESET ROLE;
+         SELECT queue_create('work', max_attempts => 1, lease => '1 hour');
+         SELECT queue_enqueue('work', jsonb_build_object('n', n)) FROM generate_series(1, 8) n;
+         SELECT queue_enqueue('work', '{}', run_at => now() + interval '1 day');
+         SELECT queue_complete(id, lease) FROM queue_claim('work', 'w', max_jobs => 2);
+         SELECT queue_fail(id, lease, 'broken', permanent => true)
+           FROM queue_claim('work', 'w', max_jobs => 1);
+         SELECT queue_cancel(id) FROM queue_jobs
+          WHERE queue = 'work' AND status = 'pending' ORDER BY id LIMIT 1;
+         SELECT queue_claim('work', 'held', max_jobs => 1);",
+    )
+    .unwrap();
+    eventually("the first mail delivered on 15", || {
+        one::<i64>(&mut app, "SELECT count(*) FROM outbox", &[]) == 1
+    });
+    let before = state(&mut app);
+    drop(app);
+    old.stop_server();
+
+    // a new 18 cluster, stopped, then pg_upgrade as its documentation says
+    let new = Cluster::start_bare(&new_config, &[]);
+    new.stop_server();
+    let bindir = |config: &str| {
+        let out = Command::new(config).arg("--bindir").output().unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let work = new.socket_dir().join("upgrade");
+    run({
+        let mut c = as_owner(std::path::Path::new("/bin/mkdir"));
+        c.arg("-p").arg(&work);
+        c
+    });
+    run({
+        let mut c = as_owner(&new.bin("pg_upgrade"));
+        c.current_dir(&work)
+            .arg("-b")
+            .arg(bindir(&old_config))
+            .arg("-B")
+            .arg(bindir(&new_config))
+            .arg("-d")
+            .arg(old.data())
+            .arg("-D")
+            .arg(new.data())
+            .args(["-U", "postgres", "-p", "50432", "-P", "50433", "-s"])
+            .arg(&work);
+        c
+    });
+    new.start_server();
+    let mut app = new.connect_to("app");
+    // the same version on both: an update finds nothing to do
+    app.batch_execute("ALTER EXTENSION queue UPDATE").unwrap();
+    let version: String = one(&mut app, "SHOW server_version_num", &[]);
+    assert!(version.starts_with("18"), "{version}");
+    assert_eq!(state(&mut app), before, "every job and counter as on 15");
+    let claimed: i64 = one(
+        &mut app,
+        "SELECT count(*) FROM queue_claim('work', 'after', max_jobs => 100)",
+        &[],
+    );
+    assert_eq!(claimed, 3, "the due pending jobs are claimable");
+    app.batch_execute("SET ROLE mailer; SELECT queue_enqueue('mail', '{}'); RESET ROLE;")
+        .unwrap();
+    eventually("the sender to deliver on 18", || {
+        one::<i64>(&mut app, "SELECT count(*) FROM outbox", &[]) == 2
+    });
+    let totals: Vec<i64> = one(
+        &mut app,
+        "SELECT ARRAY[enqueued_total, succeeded_total] FROM queue_stats WHERE queue = 'mail'",
+        &[],
+    );
+    assert_eq!(totals, [2, 2], "the counters go on from 15's");
+}

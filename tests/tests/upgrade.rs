@@ -1,0 +1,208 @@
+//! `ALTER EXTENSION queue UPDATE` from 0.1.0, as a user who installed
+//! 0.1.0 does it: the 0.1.0 library and install script as released (built
+//! from its commit by `make old-release`, which this test needs), a
+//! database filled by 0.1.0, then the current library and a restart, then
+//! the update. The result must equal a fresh install, object by object, and
+//! keep every job, sender, counter and grant working.
+
+use std::collections::BTreeMap;
+
+use queue_client_tests::{eventually, one, pg_config, Client, Cluster};
+
+/// Every object of the extension, with its definition (tests/sql).
+const OBJECTS: &str = include_str!("../sql/extension_objects.sql");
+
+fn objects(client: &mut Client, privileges: bool) -> Vec<String> {
+    client
+        .query(OBJECTS, &[&privileges])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// The lines of `a` not in `b`, and of `b` not in `a`, for a readable failure.
+fn differences(a: &[String], b: &[String]) -> String {
+    let only = |x: &[String], y: &[String]| -> Vec<String> {
+        x.iter().filter(|l| !y.contains(l)).cloned().collect()
+    };
+    format!(
+        "only after the update:\n{}\nonly in a fresh install:\n{}",
+        only(a, b).join("\n"),
+        only(b, a).join("\n")
+    )
+}
+
+/// Where `make old-release` put 0.1.0's library.
+fn old_library_dir() -> String {
+    std::env::var("QUEUE_OLD_LIBDIR").expect(
+        "QUEUE_OLD_LIBDIR names the directory of 0.1.0's queue.so: run this test through \
+         `make client` (which builds it with `make old-release`)",
+    )
+}
+
+/// Job (id, status, attempts) of every job, and the counters of every queue.
+fn state(client: &mut Client) -> (Vec<(i64, String, i32)>, BTreeMap<String, Vec<i64>>) {
+    let jobs = client
+        .query("SELECT id, status, attempts FROM queue_jobs ORDER BY id", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let stats = client
+        .query(
+            "SELECT queue, ARRAY[pending, scheduled, processing, succeeded, failed, cancelled,
+                                 enqueued_total, succeeded_total, failed_total]
+               FROM queue_stats ORDER BY queue",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    (jobs, stats)
+}
+
+#[test]
+fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
+    let old = old_library_dir();
+    let cluster = Cluster::start_bare(
+        &pg_config(),
+        &[&format!("dynamic_library_path = '{old}'")],
+    );
+    let mut admin = cluster.connect_to("postgres");
+    for statement in [
+        "CREATE DATABASE filled",
+        "CREATE DATABASE empty",
+        "CREATE ROLE app LOGIN",
+        "CREATE ROLE mailer LOGIN",
+    ] {
+        admin.batch_execute(statement).unwrap();
+    }
+    // CREATE EXTENSION reads the comment from the control file, which is
+    // 0.2.0's here: give the 0.1.0 installs the comment 0.1.0's gave them
+    const COMMENT_0_1_0: &str = "COMMENT ON EXTENSION queue IS 'queue:  Created by pgrx'";
+    let mut empty = cluster.connect_to("empty");
+    empty
+        .batch_execute("CREATE EXTENSION queue VERSION '0.1.0'")
+        .unwrap();
+    empty.batch_execute(COMMENT_0_1_0).unwrap();
+    let mut filled = cluster.connect_to("filled");
+    // 0.1.0's senders ran with search_path pg_catalog, pg_temp: qualified
+    filled
+        .batch_execute(
+            "CREATE EXTENSION queue VERSION '0.1.0';
+             CREATE TABLE public.mail_out (job bigint);
+             GRANT INSERT ON public.mail_out TO mailer;
+             CREATE FUNCTION public.mail(job jsonb) RETURNS void LANGUAGE sql AS
+                 $$ INSERT INTO public.mail_out VALUES ((job->>'id')::bigint) $$;
+             SET ROLE mailer;
+             SELECT queue_create('mail', retry_delay => '0');
+             SELECT queue_register_sender('mail', 'public.mail(jsonb)');
+             SELECT queue_pause('mail');
+             SELECT queue_enqueue('mail', '{\"before\": true}');
+             RESET ROLE;
+             SELECT queue_create('work', max_attempts => 1, lease => '1 hour');
+             SELECT queue_enqueue('work', jsonb_build_object('n', n)) FROM generate_series(1, 8) n;
+             SELECT queue_enqueue('work', '{\"later\": true}', run_at => now() + interval '1 day');
+             SELECT queue_complete(id, lease) FROM queue_claim('work', 'w', max_jobs => 2);
+             SELECT queue_fail(id, lease, 'broken', permanent => true)
+               FROM queue_claim('work', 'w', max_jobs => 1);
+             SELECT queue_cancel(id) FROM queue_jobs
+              WHERE queue = 'work' AND status = 'pending' ORDER BY id LIMIT 1;
+             REVOKE EXECUTE ON FUNCTION queue_purge(text, text) FROM PUBLIC;
+             GRANT EXECUTE ON FUNCTION queue_purge(text, text) TO app;
+             GRANT SELECT ON queue_jobs TO app;",
+        )
+        .unwrap();
+    filled.batch_execute(COMMENT_0_1_0).unwrap();
+    // a lease held across the upgrade
+    let held = filled
+        .query_one(
+            "SELECT id, lease::text FROM queue_claim('work', 'held', max_jobs => 1)",
+            &[],
+        )
+        .unwrap();
+    let (held_id, held_lease): (i64, String) = (held.get(0), held.get(1));
+    let before = state(&mut filled);
+    let statuses: Vec<&str> = before.0.iter().map(|j| j.1.as_str()).collect();
+    for status in ["pending", "processing", "succeeded", "failed", "cancelled"] {
+        assert!(statuses.contains(&status), "a {status} job: {statuses:?}");
+    }
+    drop((empty, filled, admin));
+
+    // the current library, a restart, then the update
+    cluster.stop_server();
+    cluster.configure(&["dynamic_library_path = '$libdir'"]);
+    cluster.start_server();
+    let mut admin = cluster.connect_to("postgres");
+    admin.batch_execute("CREATE DATABASE fresh").unwrap();
+    let mut fresh = cluster.connect_to("fresh");
+    fresh.batch_execute("CREATE EXTENSION queue").unwrap();
+    let version: String = one(
+        &mut fresh,
+        "SELECT extversion FROM pg_extension WHERE extname = 'queue'",
+        &[],
+    );
+    let mut empty = cluster.connect_to("empty");
+    let mut filled = cluster.connect_to("filled");
+    // before the update, 0.1.0's SQL runs on the new library
+    assert_eq!(state(&mut filled), before, "0.1.0's functions on the new library");
+    for client in [&mut empty, &mut filled] {
+        client.batch_execute("ALTER EXTENSION queue UPDATE").unwrap();
+        let now: String = one(
+            client,
+            "SELECT extversion FROM pg_extension WHERE extname = 'queue'",
+            &[],
+        );
+        assert_eq!(now, version);
+    }
+    assert_ne!(version, "0.1.0");
+
+    // the same objects and definitions as a fresh install, privileges too
+    let (updated, new) = (objects(&mut empty, true), objects(&mut fresh, true));
+    assert!(updated.len() > 100, "the catalog query sees the objects");
+    assert!(updated == new, "{}", differences(&updated, &new));
+    // with data and user grants, the same objects (grants aside)
+    let (updated, new) = (objects(&mut filled, false), objects(&mut fresh, false));
+    assert!(updated == new, "{}", differences(&updated, &new));
+
+    // every job, counter and grant is still there, and works
+    assert_eq!(state(&mut filled), before);
+    let app_may: bool = one(
+        &mut filled,
+        "SELECT has_function_privilege('app', 'queue_purge(text, text)', 'EXECUTE')
+            AND has_table_privilege('app', 'queue_jobs', 'SELECT')
+            AND NOT has_function_privilege('mailer', 'queue_purge(text, text)', 'EXECUTE')",
+        &[],
+    );
+    assert!(app_may, "the grants made under 0.1.0 hold");
+    let completed: bool = one(
+        &mut filled,
+        "SELECT queue_complete($1, $2::text::uuid)",
+        &[&held_id, &held_lease],
+    );
+    assert!(completed, "the lease held across the update completes");
+    let claimed: i64 = one(
+        &mut filled,
+        "SELECT count(*) FROM queue_claim('work', 'after', max_jobs => 100)",
+        &[],
+    );
+    assert!(claimed > 0, "pending jobs are claimed");
+    // the sender registered by mailer under 0.1.0 delivers
+    filled
+        .batch_execute(
+            "SET ROLE mailer; SELECT queue_resume('mail');
+             SELECT queue_enqueue('mail', '{\"after\": true}'); RESET ROLE;",
+        )
+        .unwrap();
+    eventually("the sender to deliver both jobs", || {
+        one::<i64>(&mut filled, "SELECT count(*) FROM public.mail_out", &[]) == 2
+    });
+    let totals: Vec<i64> = one(
+        &mut filled,
+        "SELECT ARRAY[enqueued_total, succeeded_total] FROM queue_stats WHERE queue = 'mail'",
+        &[],
+    );
+    assert_eq!(totals, [2, 2], "the counters go on from where 0.1.0 left them");
+}
