@@ -13,6 +13,8 @@ use crate::policy::add_delay;
 use crate::queries;
 use crate::rules::{self, at_least_zero, positive};
 
+// (the column names live in the signature, where pgrx reads them)
+#[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_claim(
     queue: Option<&str>,

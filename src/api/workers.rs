@@ -22,6 +22,8 @@ type WorkerRow = (
 
 /// The rows of queue_workers: every worker of the cluster, then every
 /// database that wants a worker and has none. Empty without the preload.
+// (the column names live in the signature, where pgrx reads them)
+#[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_safe)]
 fn queue_worker_status() -> TableIterator<
     'static,

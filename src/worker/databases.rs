@@ -311,7 +311,10 @@ mod tests {
     fn removal_keeps_every_other_entry_reachable() {
         // oids that collide in a table of 8, plus neighbours
         let mut t = table(8);
-        let oids: Vec<u32> = (1..200).filter(|o| home(Oid::from(*o), 8) == 3).take(3).collect();
+        let oids: Vec<u32> = (1..200)
+            .filter(|o| home(Oid::from(*o), 8) == 3)
+            .take(3)
+            .collect();
         let others = [home_of(4), home_of(5)];
         for &o in oids.iter().chain(others.iter()) {
             add(&mut t, o);
@@ -334,7 +337,10 @@ mod tests {
     #[test]
     fn removal_wraps_around_the_end() {
         let mut t = table(8);
-        let at_end: Vec<u32> = (1..500).filter(|o| home(Oid::from(*o), 8) == 7).take(3).collect();
+        let at_end: Vec<u32> = (1..500)
+            .filter(|o| home(Oid::from(*o), 8) == 7)
+            .take(3)
+            .collect();
         for &o in &at_end {
             add(&mut t, o);
         }

@@ -138,7 +138,10 @@ unsafe extern "C-unwind" fn at_transaction_end(
     _arg: *mut std::ffi::c_void,
 ) {
     use pg_sys::XactEvent::*;
-    if !matches!(event, XACT_EVENT_COMMIT | XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT) {
+    if !matches!(
+        event,
+        XACT_EVENT_COMMIT | XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT
+    ) {
         return;
     }
     let Some(database) = AFTER_COMMAND.take() else {

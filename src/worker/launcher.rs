@@ -109,7 +109,11 @@ fn scan_databases(now: i64) {
     let gone: Vec<Oid> = shared
         .databases()
         .map(|d| d.oid)
-        .filter(|oid| found.binary_search_by_key(&oid.to_u32(), |(o, _)| o.to_u32()).is_err())
+        .filter(|oid| {
+            found
+                .binary_search_by_key(&oid.to_u32(), |(o, _)| o.to_u32())
+                .is_err()
+        })
         .collect();
     for oid in gone {
         if shared.worker_of(oid).is_none() {
@@ -217,8 +221,15 @@ fn start_workers(handles: &mut [Option<DynamicBackgroundWorker>], now: i64) -> b
 /// its database, else once its turn is over (serve.rs).
 fn ask_to_yield(now: i64) {
     let mut shared = SHARED.exclusive();
-    let waiting = shared.waiting_for_worker(now).filter(|d| d.not_before <= now).count();
-    let running = shared.workers.iter().filter(|w| w.state != State::Free).count();
+    let waiting = shared
+        .waiting_for_worker(now)
+        .filter(|d| d.not_before <= now)
+        .count();
+    let running = shared
+        .workers
+        .iter()
+        .filter(|w| w.state != State::Free)
+        .count();
     let free = (gucs::MAX_WORKERS.get() as usize).saturating_sub(running);
     let leaving = shared
         .workers
@@ -238,7 +249,10 @@ fn ask_to_yield(now: i64) {
         })
         .map(|(i, w)| {
             let busy = w.state == State::Delivering;
-            (i, (busy, if busy { w.started_at } else { w.last_active_at }))
+            (
+                i,
+                (busy, if busy { w.started_at } else { w.last_active_at }),
+            )
         })
         .collect();
     candidates.sort_by_key(|(_, key)| *key);

@@ -70,7 +70,11 @@ impl Sender {
         unsafe { pg_sys::fmgr_info(self.function, &mut *flinfo) };
         Prepared {
             role: self.role,
-            settings: self.settings.iter().filter_map(|s| parse_setting(s)).collect(),
+            settings: self
+                .settings
+                .iter()
+                .filter_map(|s| parse_setting(s))
+                .collect(),
             flinfo,
         }
     }

@@ -204,7 +204,9 @@ fn give_up_slot(
         entry.upkeep_at = upkeep.next_maintenance();
         let cleanup = cleanup.map(|at| at.max(now + super::upkeep::quiet_us()));
         let due = [next_due, cleanup].into_iter().flatten().min();
-        entry.due_at.store(due.unwrap_or(0).max(0), Ordering::Relaxed);
+        entry
+            .due_at
+            .store(due.unwrap_or(0).max(0), Ordering::Relaxed);
     }
     true
 }

@@ -9,8 +9,8 @@ use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgLwLock};
 
-pub use super::databases::{Database, Installed};
 use super::databases;
+pub use super::databases::{Database, Installed};
 use crate::gucs::WORKER_SLOTS;
 
 /// Wake-up latencies kept, the newest overwriting the oldest.

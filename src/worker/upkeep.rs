@@ -51,7 +51,11 @@ impl Upkeep {
     pub fn new(now: i64, due_at: i64) -> Upkeep {
         Upkeep {
             next_each_second: 0,
-            next_maintenance: if due_at > 0 { due_at } else { now + interval_us() },
+            next_maintenance: if due_at > 0 {
+                due_at
+            } else {
+                now + interval_us()
+            },
         }
     }
 

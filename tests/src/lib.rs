@@ -79,6 +79,11 @@ impl Cluster {
     /// with the library preloaded and `settings` added, and no database of
     /// the tests' own (nor the extension) in it yet.
     pub fn start_bare(pg_config: &str, settings: &[&str]) -> Cluster {
+        Cluster::start_bare_with(pg_config, &[], settings)
+    }
+
+    /// `start_bare`, with more arguments for initdb.
+    pub fn start_bare_with(pg_config: &str, initdb: &[&str], settings: &[&str]) -> Cluster {
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let bindir = Command::new(pg_config)
             .arg("--bindir")
@@ -106,6 +111,7 @@ impl Cluster {
                 .arg(cluster.data())
                 .args(["-A", "trust", "-U", "postgres"]);
             c.args(["--locale=C.UTF-8", "-E", "UTF8", "--no-sync"]);
+            c.args(initdb);
             c
         });
         let conf = format!(
@@ -333,5 +339,42 @@ pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     while !f() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every job of a database and every queue's counters, to compare a
+/// database before and after an upgrade.
+#[derive(Debug, PartialEq, Eq)]
+pub struct QueueState {
+    /// (id, queue, status, attempts) of every job, by id.
+    pub jobs: Vec<(i64, String, String, i32)>,
+    /// Each queue's pending, scheduled, processing, succeeded, failed,
+    /// cancelled and its three totals.
+    pub stats: std::collections::BTreeMap<String, Vec<i64>>,
+}
+
+impl QueueState {
+    pub fn of(client: &mut Client) -> QueueState {
+        let jobs = client
+            .query(
+                "SELECT id, queue, status, attempts FROM queue_jobs ORDER BY id",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect();
+        let stats = client
+            .query(
+                "SELECT queue, ARRAY[pending, scheduled, processing, succeeded, failed, cancelled,
+                                     enqueued_total, succeeded_total, failed_total]
+                   FROM queue_stats ORDER BY queue",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        QueueState { jobs, stats }
     }
 }

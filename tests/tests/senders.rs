@@ -355,14 +355,16 @@ fn a_sender_starts_with_its_roles_login_settings() {
     mailer_queue(&mut client, "report", "app.report(jsonb)", "");
     mailer_queue(&mut client, "own", "app.report_own(jsonb)", "");
     client
-        .batch_execute(
-            "SELECT queue_enqueue('report', '{}'); SELECT queue_enqueue('own', '{}');",
-        )
+        .batch_execute("SELECT queue_enqueue('report', '{}'); SELECT queue_enqueue('own', '{}');")
         .unwrap();
     drained(&mut client, "report");
     drained(&mut client, "own");
     let seen = |client: &mut Client, queue: &str| -> String {
-        one(client, "SELECT settings FROM app.seen WHERE queue = $1", &[&queue])
+        one(
+            client,
+            "SELECT settings FROM app.seen WHERE queue = $1",
+            &[&queue],
+        )
     };
     let expected = "app, public | all roles | database | role | role in database | role";
     assert_eq!(seen(&mut client, "report"), expected);

@@ -21,7 +21,10 @@ const TENANT: &str = "
 /// (calls, distinct jobs called for) in `database`.
 fn deliveries(client: &mut Client) -> (i64, i64) {
     let row = client
-        .query_one("SELECT count(*), count(DISTINCT job) FROM public.deliveries", &[])
+        .query_one(
+            "SELECT count(*), count(DISTINCT job) FROM public.deliveries",
+            &[],
+        )
         .unwrap();
     (row.get(0), row.get(1))
 }
@@ -68,7 +71,9 @@ fn a_dozen_tenants_on_four_slots_all_get_their_jobs() {
 fn sixty_tenants_made_from_a_template_are_served_after_one_commit_each() {
     let cluster = Cluster::start_with(&["max_connections = 100"]);
     let mut admin = cluster.connect_to("postgres");
-    admin.batch_execute("CREATE DATABASE tenant_template").unwrap();
+    admin
+        .batch_execute("CREATE DATABASE tenant_template")
+        .unwrap();
     cluster
         .connect_to("tenant_template")
         .batch_execute(TENANT)
@@ -155,7 +160,10 @@ fn a_database_nobody_uses_still_has_its_finished_jobs_cleaned_up() {
         pids.extend(running);
         succeeded(&mut main) == 0
     });
-    assert!(idle_seen, "the database was left without a worker meanwhile");
+    assert!(
+        idle_seen,
+        "the database was left without a worker meanwhile"
+    );
     // one visit for the cleanup (plus the first worker), not a worker
     // every few seconds
     assert!(pids.len() <= 3, "worker starts: {pids:?}");

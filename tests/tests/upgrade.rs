@@ -5,9 +5,7 @@
 //! the update. The result must equal a fresh install, object by object, and
 //! keep every job, sender, counter and grant working.
 
-use std::collections::BTreeMap;
-
-use queue_client_tests::{eventually, one, pg_config, Client, Cluster};
+use queue_client_tests::{eventually, one, pg_config, Client, Cluster, QueueState};
 
 /// Every object of the extension, with its definition (tests/sql).
 const OBJECTS: &str = include_str!("../sql/extension_objects.sql");
@@ -41,35 +39,10 @@ fn old_library_dir() -> String {
     )
 }
 
-/// Job (id, status, attempts) of every job, and the counters of every queue.
-fn state(client: &mut Client) -> (Vec<(i64, String, i32)>, BTreeMap<String, Vec<i64>>) {
-    let jobs = client
-        .query("SELECT id, status, attempts FROM queue_jobs ORDER BY id", &[])
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect();
-    let stats = client
-        .query(
-            "SELECT queue, ARRAY[pending, scheduled, processing, succeeded, failed, cancelled,
-                                 enqueued_total, succeeded_total, failed_total]
-               FROM queue_stats ORDER BY queue",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
-    (jobs, stats)
-}
-
 #[test]
 fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
     let old = old_library_dir();
-    let cluster = Cluster::start_bare(
-        &pg_config(),
-        &[&format!("dynamic_library_path = '{old}'")],
-    );
+    let cluster = Cluster::start_bare(&pg_config(), &[&format!("dynamic_library_path = '{old}'")]);
     let mut admin = cluster.connect_to("postgres");
     for statement in [
         "CREATE DATABASE filled",
@@ -124,8 +97,8 @@ fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
         )
         .unwrap();
     let (held_id, held_lease): (i64, String) = (held.get(0), held.get(1));
-    let before = state(&mut filled);
-    let statuses: Vec<&str> = before.0.iter().map(|j| j.1.as_str()).collect();
+    let before = QueueState::of(&mut filled);
+    let statuses: Vec<&str> = before.jobs.iter().map(|j| j.2.as_str()).collect();
     for status in ["pending", "processing", "succeeded", "failed", "cancelled"] {
         assert!(statuses.contains(&status), "a {status} job: {statuses:?}");
     }
@@ -147,9 +120,15 @@ fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
     let mut empty = cluster.connect_to("empty");
     let mut filled = cluster.connect_to("filled");
     // before the update, 0.1.0's SQL runs on the new library
-    assert_eq!(state(&mut filled), before, "0.1.0's functions on the new library");
+    assert_eq!(
+        QueueState::of(&mut filled),
+        before,
+        "0.1.0's functions on the new library"
+    );
     for client in [&mut empty, &mut filled] {
-        client.batch_execute("ALTER EXTENSION queue UPDATE").unwrap();
+        client
+            .batch_execute("ALTER EXTENSION queue UPDATE")
+            .unwrap();
         let now: String = one(
             client,
             "SELECT extversion FROM pg_extension WHERE extname = 'queue'",
@@ -168,7 +147,7 @@ fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
     assert!(updated == new, "{}", differences(&updated, &new));
 
     // every job, counter and grant is still there, and works
-    assert_eq!(state(&mut filled), before);
+    assert_eq!(QueueState::of(&mut filled), before);
     let app_may: bool = one(
         &mut filled,
         "SELECT has_function_privilege('app', 'queue_purge(text, text)', 'EXECUTE')
@@ -204,5 +183,9 @@ fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
         "SELECT ARRAY[enqueued_total, succeeded_total] FROM queue_stats WHERE queue = 'mail'",
         &[],
     );
-    assert_eq!(totals, [2, 2], "the counters go on from where 0.1.0 left them");
+    assert_eq!(
+        totals,
+        [2, 2],
+        "the counters go on from where 0.1.0 left them"
+    );
 }
