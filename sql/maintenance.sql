@@ -327,8 +327,10 @@ BEGIN
 END
 $$;
 
--- All of the upkeep in one call: rotates the ring of live partitions when
--- that is due (force: regardless; see queue_rotate_live), then runs
+-- All of the upkeep in one call, the same the background worker does: buries
+-- in-flight jobs whose lease expired with no attempt left (in every queue,
+-- pull queues too: queue_bury_expired), rotates the ring of live partitions
+-- when that is due (force: regardless; see queue_rotate_live), then runs
 -- queue_cleanup() once. It never waits long for a lock (lock_timeout) and
 -- skips what it cannot lock; run it again later.
 CREATE FUNCTION queue_maintain(force boolean DEFAULT false)
@@ -342,6 +344,8 @@ BEGIN
         RAISE EXCEPTION 'force must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     PERFORM queue_check_read_committed('queue_maintain');
+    WHILE queue_bury_expired() > 0 LOOP
+    END LOOP;
     live_rotated := queue_rotate_live(force);
     cleaned := queue_cleanup();
     RETURN NEXT;

@@ -203,3 +203,12 @@ CREATE FUNCTION queue_done_slot(expires timestamptz) RETURNS smallint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN ((pg_catalog.floor(EXTRACT(epoch FROM expires - timestamptz '1970-01-01 00:00:00+00') / 14400)::bigint
          % 8 + 8) % 8)::smallint;
+
+-- The last_error of a job whose lease expired during an attempt: one text
+-- for the claim that takes such a job back and for the upkeep that buries
+-- one with no attempt left. (Stable like format(), so that it is inlined.)
+CREATE FUNCTION queue_lease_expired_error(attempts integer, max_attempts integer, worker text)
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN pg_catalog.format('lease expired during attempt %s of %s%s', attempts, max_attempts,
+                         ' (worker ' || worker || ')');

@@ -126,6 +126,25 @@ pub fn claim(
     jobs.into_iter().map(|(_, job)| job).collect()
 }
 
+/// Jobs bury_expired() takes per call: one short transaction's worth.
+pub const BURIED_PER_CALL: i32 = 1_000;
+
+/// In-flight jobs of any queue whose lease expired before `now` with no
+/// attempt left, at most `limit`, go to the dead letters with a last_error
+/// saying so. Returns how many.
+pub fn bury_expired(client: &mut SpiClient<'_>, now: i64, limit: i32) -> usize {
+    let ids: Vec<i64> = db::run(
+        client,
+        &queries::EXPIRE_LEASES,
+        &[db::timestamp(now).into(), limit.into()],
+    )
+    .filter_map(|r| r.get::<i64>(1).ok().flatten())
+    .collect();
+    let buried = ids.len();
+    bury(client, ids, now, None);
+    buried
+}
+
 /// Moves jobs the caller has locked to the dead letters, with last_error
 /// `error` (or the one they have).
 pub fn bury(client: &mut SpiClient<'_>, ids: Vec<i64>, now: i64, error: Option<&str>) {

@@ -41,7 +41,11 @@ extension_sql!(
     name = "register_database",
     requires = [api::workers::queue_register_database, "views"]
 );
-extension_sql_file!("../sql/maintenance.sql", name = "maintenance");
+extension_sql_file!(
+    "../sql/maintenance.sql",
+    name = "maintenance",
+    requires = [api::upkeep::queue_bury_expired]
+);
 extension_sql_file!(
     "../sql/triggers.sql",
     name = "triggers",

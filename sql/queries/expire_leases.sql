@@ -2,8 +2,7 @@
 -- left (at most $2): they get a last_error saying so, for the caller to move
 -- them to the dead letters.
 UPDATE queue_live l
-   SET last_error = format('lease expired during attempt %s of %s%s', l.attempts,
-                           q.max_attempts, ' (worker ' || l.worker || ')')
+   SET last_error = queue_lease_expired_error(l.attempts, q.max_attempts, l.worker)
   FROM queue_queues q
  WHERE q.id = l.queue_id
    AND l.id = ANY (ARRAY(

@@ -3,8 +3,7 @@
 -- come back with exhausted = true for the caller to move to the dead letters.
 UPDATE queue_live l
    SET state = 'ready', lease = NULL, lease_expires_at = NULL,
-       last_error = format('lease expired during attempt %s of %s%s', l.attempts, $4,
-                           ' (worker ' || l.worker || ')')
+       last_error = queue_lease_expired_error(l.attempts, $4, l.worker)
  WHERE l.id = ANY (ARRAY(
            SELECT id FROM queue_live
             WHERE queue_id = $1 AND state = 'processing' AND lease_expires_at < $2

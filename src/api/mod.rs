@@ -6,6 +6,7 @@ mod produce;
 mod queues;
 mod repair;
 mod senders;
+mod upkeep;
 pub mod workers;
 
 use pgrx::datum::Interval;

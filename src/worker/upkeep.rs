@@ -13,10 +13,7 @@ use super::subxact;
 use crate::db;
 use crate::gucs;
 use crate::jobs;
-use crate::queries;
 
-/// Jobs buried per transaction.
-const EXPIRED_PER_TRANSACTION: i32 = 1_000;
 /// What queue_cleanup() removes at most per call: a call that removed this
 /// many leaves more, and the next upkeep comes soon.
 const CLEANUP_CHUNK: i64 = 10_000;
@@ -72,7 +69,7 @@ impl Upkeep {
     /// Does what is due at `now`.
     pub fn run(&mut self, session: &Session, now: i64) {
         if now >= self.next_each_second {
-            bury_expired(session, now);
+            bury_expired(session);
             // (CASE: evaluated in this order; a WHERE clause on a volatile
             // function is not, and the rotation ran by every rule then)
             upkeep(
@@ -102,24 +99,19 @@ fn interval_us() -> i64 {
     gucs::UPKEEP_INTERVAL_S.get() as i64 * 1_000_000
 }
 
-fn bury_expired(session: &Session, now: i64) {
+/// What queue_bury_expired() does, until nothing is left, each chunk in a
+/// transaction of its own. (Called directly, not through SQL: a database
+/// still at an older version of the extension has no such function until
+/// ALTER EXTENSION UPDATE, and its worker buries all the same.)
+fn bury_expired(session: &Session) {
     loop {
         let buried = session::transaction(|| {
             session.tables(|client| {
-                let ids: Vec<i64> = db::run(
-                    client,
-                    &queries::EXPIRE_LEASES,
-                    &[db::timestamp(now).into(), EXPIRED_PER_TRANSACTION.into()],
-                )
-                .filter_map(|r| r.get::<i64>(1).ok().flatten())
-                .collect();
-                let n = ids.len();
-                jobs::bury(client, ids, now, None);
-                n
+                jobs::bury_expired(client, db::now_us(), jobs::BURIED_PER_CALL)
             })
         });
         report_stat();
-        if buried < EXPIRED_PER_TRANSACTION as usize {
+        if buried == 0 {
             return;
         }
     }

@@ -498,3 +498,24 @@ fn the_counter_fold_never_waits_for_a_busy_tally_table() {
     );
     assert_eq!(counted, enqueued);
 }
+
+#[test]
+fn queue_maintain_alone_buries_expired_leases_without_the_preload() {
+    // no background worker: queue_maintain(), scheduled by the user, is the
+    // whole upkeep, expired leases with no attempt left included
+    let cluster = Cluster::start_with(&["shared_preload_libraries = ''"]);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "SELECT queue_create('pull', max_attempts => 1);
+             SELECT queue_enqueue('pull', '{}');
+             SELECT queue_claim('pull', 'gone', lease => '10 ms');",
+        )
+        .unwrap();
+    eventually("queue_maintain() to bury the job", || {
+        client.batch_execute("SELECT queue_maintain()").unwrap();
+        one::<String>(&mut client, "SELECT status FROM queue_jobs", &[]) == "failed"
+    });
+    let error: String = one(&mut client, "SELECT last_error FROM queue_failed", &[]);
+    assert_eq!(error, "lease expired during attempt 1 of 1 (worker gone)");
+}
