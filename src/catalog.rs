@@ -2,7 +2,6 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 
 use pgrx::datum::Interval;
 use pgrx::pg_sys::{self, Oid};
@@ -135,11 +134,27 @@ pub fn lock_queue(id: i32, exclusive: bool) {
 /// transaction: enqueues of one key run one at a time, and the second sees
 /// the job of the first. Keys share a lock when their hashes collide, which
 /// only makes them wait for each other.
+///
+/// The lock is named by a hash of the queue and the key, which must be the
+/// same in every backend, whatever build of the library it loaded (after a
+/// reinstall, backends of the old and of the new library run side by side
+/// until they reconnect): PostgreSQL's hash_bytes (what hashtext and hash
+/// indexes use, so its definition never changes under data on disk), never
+/// Rust's DefaultHasher, whose algorithm may change with the Rust release
+/// that built the library.
 pub fn lock_dedup_key(queue_id: i32, key: &str) {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    (queue_id, key).hash(&mut hasher);
-    let hash = hasher.finish() as u32;
+    let mut bytes = queue_id.to_be_bytes().to_vec();
+    bytes.extend_from_slice(key.as_bytes());
+    let length = i32::try_from(bytes.len()).expect("a dedup key of less than 2 GB");
+    // SAFETY: hash_bytes reads `length` bytes from the pointer and keeps
+    // nothing; the vector outlives the call.
+    let hash = unsafe { hash_bytes(bytes.as_ptr(), length) };
     lock_object(Oid::from(hash), DEDUP_LOCK, pg_sys::ExclusiveLock);
+}
+
+// From common/hashfn.h, which pgrx does not bind.
+unsafe extern "C-unwind" {
+    fn hash_bytes(k: *const u8, keylen: std::ffi::c_int) -> u32;
 }
 
 /// The locks of the API are object locks of class `queue_queues`, a name

@@ -26,6 +26,15 @@ thread_local! {
     static EXTENSION: Cell<Extension> = const { Cell::new(Extension::NONE) };
     /// `forget_extension` is registered in this backend.
     static CALLBACK: Cell<bool> = const { Cell::new(false) };
+    /// How many statements this backend has prepared (the test of plan
+    /// reuse reads it).
+    static PREPARED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many statements this backend has prepared so far.
+#[cfg(any(test, feature = "pg_test"))]
+pub fn prepared_count() -> u64 {
+    PREPARED.get()
 }
 
 /// A relation cache invalidation: forget the extension, and the queues
@@ -45,6 +54,7 @@ fn plan(client: &SpiClient<'_>, stmt: &Statement) -> &'static OwnedPreparedState
     if let Some(found) = PLANS.with(|p| p.borrow().get(&key).copied()) {
         return found;
     }
+    PREPARED.set(PREPARED.get() + 1);
     let prepared = client
         .prepare_mut(stmt.sql, stmt.args)
         .unwrap_or_else(|e| panic!("cannot prepare a statement of the queue extension: {e}"))

@@ -24,7 +24,7 @@ SELECT payload->>'a' AS a, status, attempts, finished_at IS NOT NULL AS finished
        lease_expires_at IS NOT NULL AS leased, worker, last_error
   FROM queue_jobs WHERE queue = 'k.look' ORDER BY id;
 
--- the shapes of the view and of queue_claim, as API.md gives them
+-- the shapes of the view and of queue_claim, as the README gives them
 SELECT column_name, data_type FROM information_schema.columns
  WHERE table_name = 'queue_jobs' ORDER BY ordinal_position;
 \x on

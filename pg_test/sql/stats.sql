@@ -2,7 +2,7 @@
 SET datestyle = ISO;
 SET intervalstyle = postgres;
 SET timezone = UTC;
--- The shapes of the views, as API.md gives them.
+-- The shapes of the views, as the README gives them.
 SELECT table_name, column_name, data_type FROM information_schema.columns
  WHERE table_name IN ('queue_stats', 'queue_failed', 'queue_workers')
  ORDER BY table_name, ordinal_position;
