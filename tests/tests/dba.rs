@@ -364,8 +364,10 @@ fn the_worker_rotates_the_live_ring_while_a_snapshot_is_held() {
     holder
         .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM pg_class")
         .unwrap();
-    // (it counts once it has been open for 10 s)
-    thread::sleep(Duration::from_millis(10_500));
+    // (it counts once queue_cleanup_held_back() says so)
+    eventually("the snapshot to hold cleanup back", || {
+        one::<bool>(&mut client, "SELECT queue_cleanup_held_back()", &[])
+    });
     assert_eq!(claim_and_complete(&mut client, 30), 3000);
     eventually("the worker rotating the live ring", || {
         generation(&mut client) > before

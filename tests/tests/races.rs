@@ -9,11 +9,27 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use queue_client_tests::{
-    claim, complete, complete_all, enqueue_many, on_connections, one, Cluster,
+    claim, complete, complete_all, enqueue_many, eventually, on_connections, one, Cluster,
 };
 
 /// 8 connections claim and complete 5,000 jobs until the queue is empty:
 /// every job is delivered exactly once, and none is lost.
+
+/// Waits until the backend `pid` waits for a heavyweight lock that another
+/// session holds (its wait event says so): the state that shows it is held
+/// up, rather than a time it took.
+fn waits_for_a_lock(cluster: &Cluster, pid: i32, what: &str) {
+    let mut observer = cluster.connect();
+    eventually(&format!("{what} to wait for a lock"), || {
+        one::<bool>(
+            &mut observer,
+            // (each poll is a transaction of its own: a fresh pg_stat_activity)
+            "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock')",
+            &[&pid],
+        )
+    });
+}
+
 #[test]
 fn eight_consumers_deliver_each_job_exactly_once() {
     let cluster = Cluster::start();
@@ -158,27 +174,23 @@ fn concurrent_dedup_enqueues_get_one_id() {
             &[&key],
         );
         let mut second = cluster.connect();
+        let second_pid: i32 = one(&mut second, "SELECT pg_backend_pid()", &[]);
         let key2 = key.clone();
         let waiter = thread::spawn(move || {
-            let started = Instant::now();
             let id: i64 = one(
                 &mut second,
                 "SELECT queue_enqueue('race.dedup', '{}', dedup_key => $1)",
                 &[&key2],
             );
-            (id, started.elapsed())
+            id
         });
-        thread::sleep(Duration::from_millis(300));
+        waits_for_a_lock(&cluster, second_pid, "the second enqueue");
         if commit {
             tx.commit().unwrap();
         } else {
             tx.rollback().unwrap();
         }
-        let (id, waited) = waiter.join().unwrap();
-        assert!(
-            waited >= Duration::from_millis(250),
-            "the second enqueue waited for the first"
-        );
+        let id = waiter.join().unwrap();
         if commit {
             assert_eq!(id, held);
         } else {
@@ -222,7 +234,13 @@ fn an_expired_lease_is_reclaimed_and_fenced_off() {
         .unwrap()
         .is_empty());
 
-    thread::sleep(Duration::from_millis(1500));
+    eventually("the first lease to expire", || {
+        one::<bool>(
+            &mut second,
+            "SELECT lease_expires_at < clock_timestamp() FROM queue_jobs WHERE id = $1",
+            &[&job],
+        )
+    });
     let new = second
         .query_one(
             "SELECT id, lease::text, attempt FROM queue_claim('race.lease', 'second', lease => '1 hour')",
@@ -359,23 +377,16 @@ fn a_drop_waits_for_enqueues_in_progress() {
         let mut tx = producer.transaction().unwrap();
         let job: i64 = one(&mut tx, "SELECT queue_enqueue('race.drop', '{}')", &[]);
         let mut dropper = cluster.connect();
+        let dropper_pid: i32 = one(&mut dropper, "SELECT pg_backend_pid()", &[]);
         let drop = thread::spawn(move || {
-            let started = Instant::now();
-            let result = dropper
+            dropper
                 .query_one("SELECT queue_drop('race.drop', force => $1)", &[&force])
-                .map(|r| r.get::<_, bool>(0));
-            (
-                result.map_err(|e| e.code().map(|c| c.code().to_string())),
-                started.elapsed(),
-            )
+                .map(|r| r.get::<_, bool>(0))
+                .map_err(|e| e.code().map(|c| c.code().to_string()))
         });
-        thread::sleep(Duration::from_millis(300));
+        waits_for_a_lock(&cluster, dropper_pid, "the drop");
         tx.commit().unwrap();
-        let (result, waited) = drop.join().unwrap();
-        assert!(
-            waited >= Duration::from_millis(250),
-            "the drop waited for the enqueue"
-        );
+        let result = drop.join().unwrap();
         let left: i64 = one(
             &mut producer,
             "SELECT count(*) FROM queue_jobs WHERE id = $1",

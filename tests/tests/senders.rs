@@ -5,8 +5,6 @@
 //! unregistering. Deadlines are generous; nothing here asserts a timing.
 
 use std::collections::HashSet;
-use std::thread::sleep;
-use std::time::Duration;
 
 use queue_client_tests::{enqueue_many, eventually, one, Client, Cluster};
 
@@ -676,10 +674,14 @@ fn unregistering_stops_delivery() {
     let missing: bool = one(&mut client, "SELECT queue_unregister_sender('nope')", &[]);
     assert!(!missing);
     let second: i64 = one(&mut client, "SELECT queue_enqueue('unreg', '{}')", &[]);
-    sleep(Duration::from_secs(2));
+    // a marker through another sender queue: once the worker has delivered
+    // it, it has been round every sender queue since the enqueue
+    mailer_queue(&mut client, "marker", "app.deliver(jsonb)", "");
+    let marker: i64 = one(&mut client, "SELECT queue_enqueue('marker', '{}')", &[]);
+    drained(&mut client, "marker");
     assert_eq!(
         sent_jobs(&mut client),
-        [first],
+        [first, marker],
         "nothing delivered after unregistering"
     );
     // a pull queue again
