@@ -3,8 +3,9 @@
 # PostgreSQL 15 with its server headers, clang for bindgen, sudo for
 # `cargo pgrx test --runas`, PostgreSQL 18 built from source in
 # /usr/local/pgsql-18 (scripts/pg18.sh: Debian 12 has no 18), and cargo-pgrx
-# 0.18.1 initialised for both. Each step is skipped when already done. Needs
-# root (or sudo) for the packages.
+# 0.18.1 initialised for both, and the clients that the README's snippets are
+# tested with (psycopg 3, node-postgres). Each step is skipped when already
+# done. Needs root (or sudo) for the packages.
 set -euo pipefail
 
 # PostgreSQL 15's pg_config: Debian's unless PG15_CONFIG, or a PG_CONFIG that
@@ -52,4 +53,28 @@ fi
 if ! grep -qs "^pg15 = \"$PG15_CONFIG\"" "$HOME/.pgrx/config.toml" ||
    ! grep -qs "^pg18 = \"$PG18_CONFIG\"" "$HOME/.pgrx/config.toml"; then
     cargo pgrx init --pg15 "$PG15_CONFIG" --pg18 "$PG18_CONFIG"
+fi
+
+# The clients that tests/tests/readme.rs runs the README's consumer loops
+# with: psycopg 3 for the python3 on PATH (from PyPI; Debian's package where
+# pip cannot install), and node-postgres, pinned by tests/readme's lock file.
+if ! python3 -c 'import psycopg' 2>/dev/null; then
+    stdlib=$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')
+    if python3 -m pip --version >/dev/null 2>&1 && [ ! -e "$stdlib/EXTERNALLY-MANAGED" ]; then
+        echo "installing psycopg 3 for $(command -v python3)"
+        python3 -m pip install --quiet 'psycopg[binary]'
+    else
+        echo "installing python3-psycopg"
+        sudo_if_needed apt-get update -q
+        sudo_if_needed apt-get install -y -q --no-install-recommends python3-psycopg
+    fi
+fi
+if ! command -v npm >/dev/null; then
+    echo "installing nodejs and npm"
+    sudo_if_needed apt-get update -q
+    sudo_if_needed apt-get install -y -q --no-install-recommends nodejs npm
+fi
+if [ ! -e tests/readme/node_modules/pg/package.json ]; then
+    echo "installing node-postgres into tests/readme"
+    npm ci --prefix tests/readme --no-audit --no-fund
 fi

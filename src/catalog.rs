@@ -83,6 +83,9 @@ pub fn require_cached(client: &mut SpiClient<'_>, name: &str) -> Result<Queue, Q
 /// which reaches every backend, in order with the commit.
 #[pgrx::pg_extern(volatile, parallel_unsafe)]
 fn queue_queues_changed() {
+    // SAFETY: an SQL function (called by the trigger on queue_queues), so
+    // inside a transaction, as the invalidation requires; the oid is that
+    // of queue_queues, which extension() just found in pg_class.
     unsafe { pg_sys::CacheInvalidateRelcacheByRelid(db::queues_table()) };
 }
 
@@ -163,5 +166,7 @@ const QUEUE_LOCK: u16 = 0;
 const DEDUP_LOCK: u16 = 1;
 
 fn lock_object(object: Oid, kind: u16, mode: u32) {
+    // SAFETY: called inside a transaction (an API call), which owns the lock
+    // until it ends; `mode` is one of PostgreSQL's lock mode constants.
     unsafe { pg_sys::LockDatabaseObject(db::queues_table(), object, kind, mode as _) }
 }

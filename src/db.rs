@@ -40,6 +40,11 @@ pub fn prepared_count() -> u64 {
 /// A relation cache invalidation: forget the extension, and the queues
 /// cached (`catalog::require_cached`), when it concerns `queue_queues` or
 /// every relation.
+///
+/// # Safety
+///
+/// Only PostgreSQL calls it, as the relation cache callback that
+/// `extension()` registers, with the oid of the relation invalidated.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn forget_extension(_arg: pg_sys::Datum, relid: Oid) {
     let cached = EXTENSION.with(Cell::get);
@@ -88,6 +93,11 @@ pub fn run<'c>(
 pub fn with_tables<R>(f: impl FnOnce(&mut SpiClient<'_>) -> R) -> R {
     let extension = extension();
     let (mut user, mut context) = (Oid::INVALID, 0);
+    // SAFETY: the out-pointers are locals. Called from an API function or a
+    // worker's transaction, where the current user is set; the owner's oid
+    // comes from pg_extension. The identity read here is put back by
+    // Restore's drop, on return and on unwinding, and by the
+    // (sub)transaction's abort on error.
     unsafe {
         pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
         pg_sys::SetUserIdAndSecContext(
@@ -98,6 +108,9 @@ pub fn with_tables<R>(f: impl FnOnce(&mut SpiClient<'_>) -> R) -> R {
     struct Restore(Oid, i32);
     impl Drop for Restore {
         fn drop(&mut self) {
+            // SAFETY: puts back the user and security context that
+            // GetUserIdAndSecContext returned above; two plain assignments
+            // that cannot fail, so it is safe while unwinding too.
             unsafe { pg_sys::SetUserIdAndSecContext(self.0, self.1) }
         }
     }
@@ -180,6 +193,10 @@ struct PlanSettings {
 
 impl PlanSettings {
     fn apply() -> PlanSettings {
+        // SAFETY: plain reads and writes of three planner GUC variables of
+        // this backend, from its only thread; the values written are valid
+        // for their types (a PlanCacheMode member, bools). Drop puts the
+        // saved values back.
         unsafe {
             let saved = PlanSettings {
                 plan_cache_mode: pg_sys::plan_cache_mode,
@@ -197,6 +214,7 @@ impl PlanSettings {
 
 impl Drop for PlanSettings {
     fn drop(&mut self) {
+        // SAFETY: as in apply(): writes back the values apply() read.
         unsafe {
             pg_sys::plan_cache_mode = self.plan_cache_mode;
             pg_sys::jit_enabled = self.jit;
@@ -230,8 +248,15 @@ fn extension() -> Extension {
     if cached.oid != Oid::INVALID {
         return cached;
     }
+    // SAFETY: a catalog lookup inside the caller's transaction, with a
+    // NUL-terminated literal; missing_ok false raises an ERROR (a panic
+    // through pgrx's guard) when the extension is not installed.
     let oid = unsafe { pg_sys::get_extension_oid(c"queue".as_ptr(), false) };
     if !CALLBACK.replace(true) {
+        // SAFETY: registered once per backend (CALLBACK), as PostgreSQL's
+        // table of relcache callbacks is small and never shrinks;
+        // forget_extension has the callback's signature and lives as long
+        // as the process (the library is never unloaded).
         unsafe {
             pg_sys::CacheRegisterRelcacheCallback(Some(forget_extension), pg_sys::Datum::from(0))
         };
@@ -261,18 +286,23 @@ pub fn queues_table() -> Oid {
 
 /// The role calling the API (the current user, before any switch).
 pub fn calling_role() -> Oid {
+    // SAFETY: reads the current user, which InitPostgres sets in every
+    // backend before any SQL function or worker code runs.
     unsafe { pg_sys::GetUserId() }
 }
 
 /// Whether `role` may act as the owner `owner` of a queue: a member of the
 /// owning role, or a superuser.
 pub fn acts_as(role: Oid, owner: Oid) -> bool {
+    // SAFETY: syscache lookups inside the caller's transaction; the oids
+    // are plain values, and one with no role behind it is no error.
     unsafe { pg_sys::superuser_arg(role) || pg_sys::is_member_of_role(role, owner) }
 }
 
 /// The wall-clock time now, in microseconds since 2000-01-01 (not the
 /// transaction's start: leases and delays count from the moment of the call).
 pub fn now_us() -> i64 {
+    // SAFETY: reads the system clock; no precondition.
     unsafe { pg_sys::GetCurrentTimestamp() }
 }
 

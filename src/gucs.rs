@@ -63,6 +63,9 @@ pub fn init() {
     );
     // A PGC_POSTMASTER setting can only be defined while preloading; a
     // backend that loads the library later has no workers to size anyway.
+    // SAFETY: a plain read of a flag that PostgreSQL sets around loading
+    // the preloaded libraries; init() runs in _PG_init, on the process's
+    // only thread.
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
         define_max_workers();
     }
@@ -126,6 +129,8 @@ pub fn init() {
         GucContext::Sighup,
         GucFlags::UNIT_S,
     );
+    // SAFETY: a NUL-terminated literal; called from _PG_init after every
+    // queue.* setting is defined, as PostgreSQL expects of it.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"queue".as_ptr()) };
 }
 
@@ -155,8 +160,11 @@ fn define_max_workers() {
 /// Sets a setting until the current GUC nest level ends, as a function's
 /// SET clause does.
 pub fn set_for_scope(name: &std::ffi::CStr, value: &std::ffi::CStr) {
-    // SAFETY: a plain call with NUL-terminated strings; an invalid value
-    // raises an ERROR, which unwinds as any PostgreSQL error.
+    // SAFETY: name and value are NUL-terminated and outlive the call, which
+    // copies them. Callers are inside a transaction and have opened the GUC
+    // nest level (NewGUCNestLevel) that GUC_ACTION_SAVE ties the value to.
+    // An invalid value raises an ERROR, which unwinds as any PostgreSQL
+    // error.
     unsafe {
         pg_sys::set_config_option(
             name.as_ptr(),

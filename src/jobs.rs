@@ -206,6 +206,9 @@ pub fn fail(
     let max_attempts: i32 = row.get(2).ok().flatten().expect("max_attempts");
     let backoff: String = row.get(3).ok().flatten().expect("backoff");
     let interval = |n| micros(&row.get::<Interval>(n).ok().flatten().expect("an interval"));
+    // SAFETY: the process-wide PRNG state is seeded when the process starts
+    // (InitProcessGlobals) and only this thread touches it; it is passed as
+    // a raw pointer, with no Rust reference to it alive.
     let random = unsafe { pg_sys::pg_prng_double(&raw mut pg_sys::pg_global_prng_state) };
     let outcome = after_failure(
         attempts,

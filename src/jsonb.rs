@@ -39,10 +39,18 @@ macro_rules! datum_by_reference {
                 if is_null {
                     return None;
                 }
-                memory_context.switch_to(|_| unsafe {
-                    let copy = pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr());
-                    Some($ty(pg_sys::Datum::from(copy)))
-                })
+                // SAFETY: as FromDatum requires of our caller (pgrx's SPI,
+                // which checked the column's type against type_oid()),
+                // memory_context is a live context and the datum, not null
+                // here, is a varlena of this type; pg_detoast_datum_copy
+                // copies it (detoasted) into that context, which outlives
+                // the SPI result.
+                unsafe {
+                    memory_context.switch_to(|_| {
+                        let copy = pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr());
+                        Some($ty(pg_sys::Datum::from(copy)))
+                    })
+                }
             }
         }
 
@@ -56,14 +64,21 @@ macro_rules! datum_by_reference {
             }
         }
 
+        // SAFETY: the argument is unboxed through FromDatum, which only
+        // wraps the datum (of the SQL type below, as pgrx declares the
+        // function), and a NULL argument panics instead of making a value.
         unsafe impl<'fcx> ArgAbi<'fcx> for $ty {
             unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
                 let index = arg.index();
+                // SAFETY: our caller guarantees that the argument is of this
+                // type; from_polymorphic_datum turns NULL into None.
                 unsafe { arg.unbox_arg_using_from_datum() }
                     .unwrap_or_else(|| panic!("argument {index} must not be null"))
             }
         }
 
+        // SAFETY: the SQL type named here is the one whose datums the Rust
+        // type holds, by reference, and whose oid type_oid() gives.
         unsafe impl SqlTranslatable for $ty {
             const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!($ty);
             const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
@@ -88,14 +103,21 @@ impl Jsonb {
 
     /// The JSON type of the value (`object`, `array`, `string`, ...).
     pub fn type_name(self) -> String {
+        // SAFETY: self.0 is a non-null jsonb datum (a Jsonb is only made
+        // from one), jsonb_typeof's one argument; it returns text, which
+        // direct_function_call converts to a String.
         let typ: Option<String> =
             unsafe { pgrx::direct_function_call(pg_sys::jsonb_typeof, &[Some(self.0)]) };
         typ.unwrap_or_default()
     }
 }
 
+// SAFETY: a Jsonb is never SQL NULL, so returning its datum as a non-null
+// result of the declared type jsonb is what the caller expects.
 unsafe impl BoxRet for Jsonb {
     unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
+        // SAFETY: self.0 is a non-null jsonb datum, and our caller returns
+        // the result to PostgreSQL, as return_raw_datum requires.
         unsafe { fcinfo.return_raw_datum(self.0) }
     }
 }
@@ -117,24 +139,31 @@ pub struct ArrayShape {
 
 impl JsonbArray {
     pub fn shape(self) -> ArrayShape {
-        unsafe {
-            let ptr = pg_sys::pg_detoast_datum(self.0.cast_mut_ptr()) as *mut pg_sys::ArrayType;
-            let mut raw = pgrx::array::RawArray::from_ptr(NonNull::new_unchecked(ptr));
-            let len = raw.len();
-            let dimensions = raw.dims().len();
-            let first_null = raw.nulls_bitslice().and_then(|bits| {
-                // a set bit means "not null"
-                bits.as_ref()
-                    .iter()
-                    .take(len)
-                    .position(|bit| !*bit)
-                    .map(|i| i + 1)
-            });
-            ArrayShape {
-                len,
-                dimensions,
-                first_null,
-            }
+        // SAFETY: self.0 is a non-null jsonb[] datum (a JsonbArray is only
+        // made from one); pg_detoast_datum returns it, or a palloc'd
+        // detoasted copy, and never NULL (it raises an ERROR instead).
+        let ptr =
+            unsafe { pg_sys::pg_detoast_datum(self.0.cast_mut_ptr()) } as *mut pg_sys::ArrayType;
+        // SAFETY: ptr is a detoasted, aligned and initialized ArrayType, live
+        // for this call (the argument's or the SPI result's memory), that
+        // nothing changes meanwhile: the RawArray only reads it.
+        let mut raw = unsafe { pgrx::array::RawArray::from_ptr(NonNull::new_unchecked(ptr)) };
+        let len = raw.len();
+        let dimensions = raw.dims().len();
+        let first_null = raw.nulls_bitslice().and_then(|bits| {
+            // a set bit means "not null"
+            // SAFETY: nulls_bitslice gave the array's null bitmap, `len`
+            // bits inside the array read above, which is still live.
+            unsafe { bits.as_ref() }
+                .iter()
+                .take(len)
+                .position(|bit| !*bit)
+                .map(|i| i + 1)
+        });
+        ArrayShape {
+            len,
+            dimensions,
+            first_null,
         }
     }
 }

@@ -23,6 +23,9 @@ mod worker;
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    // SAFETY: a plain read of a global that PostgreSQL sets while it parses
+    // its options, before any library is loaded; _PG_init runs on the
+    // process's only thread, so nothing writes it meanwhile.
     if unsafe { pgrx::pg_sys::IsBinaryUpgrade } {
         return;
     }

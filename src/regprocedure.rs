@@ -28,14 +28,21 @@ impl IntoDatum for Regprocedure {
     }
 }
 
+// SAFETY: the argument is unboxed through FromDatum, which reads the datum
+// as the oid that a regprocedure is (by value), and a NULL argument panics
+// instead of making a value.
 unsafe impl<'fcx> ArgAbi<'fcx> for Regprocedure {
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
+        // SAFETY: our caller guarantees that the argument is a regprocedure;
+        // from_polymorphic_datum turns NULL into None.
         unsafe { arg.unbox_arg_using_from_datum() }
             .unwrap_or_else(|| panic!("argument {index} must not be null"))
     }
 }
 
+// SAFETY: regprocedure is an alias of oid, passed by value, 4 bytes, which
+// is what the Rust type holds and into_datum gives back.
 unsafe impl SqlTranslatable for Regprocedure {
     const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(Regprocedure);
     const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;

@@ -102,11 +102,15 @@ fn queue_wake_latencies() -> SetOfIterator<'static, i64> {
 }
 
 fn database_name(oid: Oid) -> Option<String> {
+    // SAFETY: a catalog lookup inside the SQL function's transaction; it
+    // returns a palloc'd copy of the name, or NULL for a database gone.
     let name = unsafe { pg_sys::get_database_name(oid) };
     if name.is_null() {
         return None;
     }
     Some(
+        // SAFETY: name is not NULL (checked above) and is the NUL-terminated
+        // copy get_database_name made, live until the call's memory goes.
         unsafe { std::ffi::CStr::from_ptr(name) }
             .to_string_lossy()
             .into_owned(),

@@ -152,6 +152,11 @@ pub fn init() {
     }
 }
 
+/// Asks for the table's shared memory.
+///
+/// # Safety
+///
+/// Only PostgreSQL calls it, as shmem_request_hook, in the postmaster.
 #[pg_guard]
 unsafe extern "C-unwind" fn request() {
     if let Some(previous) = PREVIOUS_REQUEST.get().copied().flatten() {
@@ -164,6 +169,12 @@ unsafe extern "C-unwind" fn request() {
     unsafe { pg_sys::RequestAddinShmemSpace(bytes()) };
 }
 
+/// Makes (or, in a process that attaches to it, finds) the table.
+///
+/// # Safety
+///
+/// Only PostgreSQL calls it, as shmem_startup_hook, once the shared memory
+/// that request() asked for exists.
 #[pg_guard]
 unsafe extern "C-unwind" fn startup() {
     if let Some(previous) = PREVIOUS_STARTUP.get().copied().flatten() {
@@ -173,8 +184,12 @@ unsafe extern "C-unwind" fn startup() {
     let size = bytes();
     let mut found = false;
     // SAFETY: ShmemInitStruct is called with AddinShmemInitLock held, as
-    // PostgreSQL requires; the size is the one request() asked for, so the
-    // memory returned holds `capacity` entries, aligned for any type.
+    // PostgreSQL requires; MainLWLockArray exists before this hook runs,
+    // and entry 21 is AddinShmemInitLock in 15 and 18 alike. The size is
+    // the one request() asked for (queue.max_databases is fixed at server
+    // start), so the memory returned holds `capacity` entries, aligned for
+    // any type; they are written only when it was just made (!found),
+    // before any other process can look at them.
     unsafe {
         // AddinShmemInitLock, a macro in lwlocknames.h that pgrx does not
         // bind (pgrx's own shared memory takes it the same way)

@@ -303,6 +303,8 @@ fn check_sender(
 
 /// The settings a new session of `role` in this database starts with.
 fn login_settings(client: &mut pgrx::spi::SpiClient<'_>, role: Oid) -> Vec<String> {
+    // SAFETY: MyDatabaseId is set when the worker connects to its database
+    // and never changes after.
     let database = unsafe { pg_sys::MyDatabaseId };
     db::run(
         client,
@@ -381,6 +383,8 @@ fn reclaim(client: &mut pgrx::spi::SpiClient<'_>, id: i64) -> Option<(i32, InFli
 /// A background worker reports its table statistics itself (PostgreSQL 15),
 /// or autovacuum never hears of its dead tuples. Outside a transaction.
 pub fn report_stat() {
+    // SAFETY: callers call it between the worker's transactions, never
+    // inside one, as pgstat_report_stat requires.
     unsafe { pg_sys::pgstat_report_stat(false) };
 }
 

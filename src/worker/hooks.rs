@@ -66,6 +66,11 @@ pub fn install() {
 /// called directly: whatever error it raises travels from PostgreSQL's
 /// ereport to the client exactly as without this hook (SQLSTATE, message,
 /// detail, hint, position), since nothing here catches or re-raises it.
+///
+/// # Safety
+///
+/// Only PostgreSQL calls it, as ProcessUtility_hook, with the arguments of
+/// ProcessUtility (a valid PlannedStmt of a utility statement).
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C-unwind" fn process_utility(
     pstmt: *mut pg_sys::PlannedStmt,
@@ -109,9 +114,15 @@ unsafe extern "C-unwind" fn process_utility(
 /// Before a command that needs a database without other connections (or
 /// creates one): gets its worker out of the way, and arranges for the
 /// launcher to be let back in when the transaction ends.
+///
+/// # Safety
+///
+/// `node` is NULL or a valid utility statement's parse tree, and the caller
+/// is inside a transaction (as ProcessUtility is).
 #[pg_guard]
 unsafe extern "C-unwind" fn before_command(node: *mut pg_sys::Node) {
-    // SAFETY: node is the utility statement of the PlannedStmt.
+    // SAFETY: node is NULL or the utility statement of the PlannedStmt, as
+    // our caller guarantees, inside a transaction.
     let (database, creates) = unsafe { database_needed_alone(node) };
     if database.is_none() && !creates {
         return;
@@ -120,8 +131,11 @@ unsafe extern "C-unwind" fn before_command(node: *mut pg_sys::Node) {
         release(database);
     }
     if !REGISTERED.replace(true) {
-        // SAFETY: registered once per backend; the callback only touches
-        // shared memory under its lock and never raises.
+        // SAFETY: registered once per backend (REGISTERED), as PostgreSQL
+        // keeps a callback registered until the process ends;
+        // at_transaction_end has the callback's signature and lives as long
+        // as the process. It only touches shared memory under its lock and
+        // never raises (an ERROR after a commit would be a PANIC).
         unsafe { pg_sys::RegisterXactCallback(Some(at_transaction_end), std::ptr::null_mut()) };
     }
     AFTER_COMMAND.set(Some(database));
@@ -132,6 +146,11 @@ unsafe extern "C-unwind" fn before_command(node: *mut pg_sys::Node) {
 /// have it read pg_database then (a new database, maybe a copy of a served
 /// one, or one that takes no connections now). Until it has, whether the
 /// database may be served is unknown.
+///
+/// # Safety
+///
+/// Only PostgreSQL calls it, as the transaction callback registered in
+/// `before_command`.
 #[pg_guard]
 unsafe extern "C-unwind" fn at_transaction_end(
     event: pg_sys::XactEvent::Type,
@@ -160,6 +179,11 @@ unsafe extern "C-unwind" fn at_transaction_end(
 
 /// The database a utility statement needs without other connections, and
 /// whether it creates one.
+///
+/// # Safety
+///
+/// `node` is NULL or a valid parse tree of a utility statement, and the
+/// caller is inside a transaction (the lookups read pg_database).
 unsafe fn database_needed_alone(node: *mut pg_sys::Node) -> (Option<Oid>, bool) {
     if node.is_null() {
         return (None, false);
@@ -168,9 +192,17 @@ unsafe fn database_needed_alone(node: *mut pg_sys::Node) -> (Option<Oid>, bool) 
         if name.is_null() {
             return None;
         }
+        // SAFETY: name is a non-null, NUL-terminated string of the parse
+        // tree; a catalog lookup inside our caller's transaction, and
+        // missing_ok makes an unknown name InvalidOid, not an ERROR.
         let oid = unsafe { pg_sys::get_database_oid(name, true) };
         (oid != Oid::INVALID).then_some(oid)
     };
+    // SAFETY: node is a valid, non-null parse node (our caller guarantees
+    // it; NULL returned above), so its tag can be read, and each cast is to
+    // the struct its tag names. Their name fields are the parser's strings
+    // or NULL (oid_of checks); CreatedbStmt.options is a List of DefElem
+    // that the parser built, each with a non-null defname.
     unsafe {
         match (*node).type_ {
             pg_sys::NodeTag::T_DropdbStmt => {
@@ -233,9 +265,12 @@ fn release(database: Oid) {
         }
         let pid = if pid > 0 { pid } else { pid_now };
         if pid > 0 && !signalled {
+            // SAFETY: kill only sends a signal and touches no memory of
+            // ours; pid is the worker's, as it recorded it in its slot.
             unsafe { libc::kill(pid, libc::SIGTERM) };
             signalled = true;
         }
+        // SAFETY: a plain sleep; no precondition.
         unsafe { pg_sys::pg_usleep(10_000) };
         pgrx::check_for_interrupts!();
     }

@@ -55,6 +55,9 @@ pub extern "C-unwind" fn queue_launcher_main(_arg: pg_sys::Datum) {
     let mut sleep = Duration::ZERO;
     while BackgroundWorker::wait_latch(Some(sleep)) {
         if BackgroundWorker::sighup_received() {
+            // SAFETY: from the launcher's main loop, outside any
+            // transaction and any signal handler, as PostgreSQL's own
+            // processes reload their configuration after a SIGHUP.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
         let now = shared::now();
@@ -83,22 +86,36 @@ pub extern "C-unwind" fn queue_launcher_main(_arg: pg_sys::Datum) {
 /// no connections never served.
 fn scan_databases(now: i64) {
     let mut found: Vec<(Oid, bool)> = Vec::new();
-    unsafe {
-        pg_sys::StartTransactionCommand();
-        let rel = pg_sys::table_open(pg_sys::DatabaseRelationId, pg_sys::AccessShareLock as _);
-        let scan = pg_sys::table_beginscan_catalog(rel, 0, std::ptr::null_mut());
-        loop {
-            let tuple = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
-            if tuple.is_null() {
-                break;
-            }
-            let data = (*tuple).t_data;
-            let form = &*((data as *const u8).add((*data).t_hoff as usize)
-                as *const pg_sys::FormData_pg_database);
-            // datconnlimit -2 marks a database a failed DROP left invalid
-            let servable = form.datallowconn && !form.datistemplate && form.datconnlimit != -2;
-            found.push((form.oid, servable));
+    // SAFETY: the launcher's main loop calls this outside any transaction;
+    // the transaction is committed below (an error ends the launcher).
+    unsafe { pg_sys::StartTransactionCommand() };
+    // SAFETY: inside that transaction; pg_database is a shared catalog, which
+    // the launcher may read without a database, locked until table_close.
+    let rel =
+        unsafe { pg_sys::table_open(pg_sys::DatabaseRelationId, pg_sys::AccessShareLock as _) };
+    // SAFETY: rel is open; no scan keys (0, NULL); the scan takes a catalog
+    // snapshot and is ended by table_endscan below.
+    let scan = unsafe { pg_sys::table_beginscan_catalog(rel, 0, std::ptr::null_mut()) };
+    loop {
+        // SAFETY: scan is the open heap scan of pg_database.
+        let tuple =
+            unsafe { pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection) };
+        if tuple.is_null() {
+            break;
         }
+        // SAFETY: tuple is a valid heap tuple of pg_database, its buffer
+        // pinned by the scan until the next heap_getnext, and `form` is not
+        // used past that. GETSTRUCT gives its data (MAXALIGNed after
+        // t_hoff), whose leading part, every column NOT NULL and of fixed
+        // length, is what FormData_pg_database describes.
+        let form = unsafe { &*pg_sys::GETSTRUCT(tuple).cast::<pg_sys::FormData_pg_database>() };
+        // datconnlimit -2 marks a database a failed DROP left invalid
+        let servable = form.datallowconn && !form.datistemplate && form.datconnlimit != -2;
+        found.push((form.oid, servable));
+    }
+    // SAFETY: ends the scan and closes the relation opened above, in the
+    // transaction they were made in, then commits it.
+    unsafe {
         pg_sys::table_endscan(scan);
         pg_sys::table_close(rel, pg_sys::AccessShareLock as _);
         pg_sys::CommitTransactionCommand();
@@ -200,6 +217,8 @@ fn start_workers(handles: &mut [Option<DynamicBackgroundWorker>], now: i64) -> b
             .set_function("queue_worker_main")
             .set_argument(Some(pg_sys::Datum::from(slot)))
             .enable_spi_access()
+            // SAFETY: MyProcPid is set when the process starts and never
+            // changes after.
             .set_notify_pid(unsafe { pg_sys::MyProcPid })
             .load_dynamic();
         match started {

@@ -30,6 +30,9 @@ use pgrx::pg_sys;
 /// Sets up shared memory, the utility hook and the launcher; only while
 /// the library is being preloaded.
 pub fn init() {
+    // SAFETY: a plain read of a flag that PostgreSQL sets around loading
+    // the preloaded libraries; called from _PG_init, on the process's only
+    // thread.
     if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         return;
     }
@@ -42,6 +45,10 @@ pub fn init() {
 /// the background worker's type).
 fn name_this_process(name: &str) {
     let name = std::ffi::CString::new(name).expect("a name without NUL");
+    // SAFETY: both calls take NUL-terminated strings that outlive them and
+    // copy them. Called from the main of the launcher or a worker, once it
+    // is connected (its GUCs and its pg_stat_activity entry exist);
+    // application_name is a PGC_USERSET setting, so any value is allowed.
     unsafe {
         pg_sys::SetConfigOption(
             c"application_name".as_ptr(),

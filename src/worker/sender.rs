@@ -52,10 +52,15 @@ pub enum Outcome {
 /// SQLSTATE QU001, which a sender raises to fail a job for good.
 const PERMANENT: i32 = sqlstate(*b"QU001");
 
-// From utils/timeout.h, which pgrx does not bind: the statement timeout
-// that InitPostgres registers in every backend, background workers too.
-// When it fires, the next CHECK_FOR_INTERRUPTS raises "canceling statement
-// due to statement timeout".
+// From utils/timeout.h, which pgrx 0.18.1 does not bind: neither these two
+// functions nor the enum TimeoutId are in its bindings for 15 or 18, so
+// they are declared here, TimeoutId as the C int it is passed as.
+// STATEMENT_TIMEOUT is TimeoutId's fourth member, 3 in both PostgreSQL 15
+// and 18: the statement timeout that InitPostgres registers in every
+// backend, background workers too. When it fires, the next
+// CHECK_FOR_INTERRUPTS raises "canceling statement due to statement
+// timeout". Neither function raises an ERROR (only a FATAL on misuse,
+// which exits without unwinding), hence "C".
 const STATEMENT_TIMEOUT: std::ffi::c_int = 3;
 unsafe extern "C" {
     fn enable_timeout_after(id: std::ffi::c_int, delay_ms: std::ffi::c_int);
@@ -66,7 +71,15 @@ impl Sender {
     /// Looks the function up, in the current memory context, which must
     /// last as long as the calls (the transaction's).
     pub fn prepare(self) -> Prepared {
+        // SAFETY: FmgrInfo is a C struct of integers, booleans, pointers and
+        // an Option of a function pointer, for all of which zero is valid
+        // (0, false, NULL, None); fmgr_info fills it in next.
         let mut flinfo: Box<pg_sys::FmgrInfo> = Box::new(unsafe { std::mem::zeroed() });
+        // SAFETY: inside the worker's transaction (a catalog lookup);
+        // self.function is the oid that the sender's signature resolved to
+        // just now (a missing one raises an ERROR). The box keeps the
+        // struct at one address, as the function's handler may keep
+        // pointers to it (fn_extra) in the current memory context.
         unsafe { pg_sys::fmgr_info(self.function, &mut *flinfo) };
         Prepared {
             role: self.role,
@@ -85,14 +98,20 @@ impl Prepared {
     pub fn call(&mut self, job: pg_sys::Datum) -> Outcome {
         let outcome = subxact::run(|| {
             self.run(job);
+            // SAFETY: reads the current (sub)transaction's id, if it has
+            // one; we are inside the subtransaction that subxact::run began.
             unsafe { pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId }
         });
-        unsafe {
-            disable_timeout(STATEMENT_TIMEOUT, false);
-            // a timeout that fired as the call returned is not the
-            // worker's own statement's
-            pg_sys::QueryCancelPending = 0;
-        }
+        // SAFETY: STATEMENT_TIMEOUT is registered by InitPostgres in every
+        // process connected to a database, this worker too, and may be
+        // disabled when it is not active; the declaration matches
+        // timeout.h.
+        unsafe { disable_timeout(STATEMENT_TIMEOUT, false) };
+        // a timeout that fired as the call returned is not the
+        // worker's own statement's
+        // SAFETY: a plain write of a flag that signal handlers only set,
+        // from the main thread, as PostgreSQL's own code clears it.
+        unsafe { pg_sys::QueryCancelPending = 0 };
         match outcome {
             Ok(wrote) => Outcome::Delivered { wrote },
             Err(raised) => Outcome::Failed {
@@ -105,9 +124,15 @@ impl Prepared {
     /// The call itself, inside the subtransaction. On error the
     /// subtransaction's rollback undoes what this set up.
     fn run(&mut self, job: pg_sys::Datum) {
+        // SAFETY: inside the subtransaction; the level is closed by
+        // AtEOXact_GUC below, or by the subtransaction's rollback.
+        let nest = unsafe { pg_sys::NewGUCNestLevel() };
+        let (mut user, mut security) = (Oid::INVALID, 0);
+        // SAFETY: the out-pointers are locals; self.role is the registering
+        // role, which check_sender found still exists. The identity read
+        // here is put back below, or by the subtransaction's rollback
+        // (which restores the one saved when it began).
         unsafe {
-            let nest = pg_sys::NewGUCNestLevel();
-            let (mut user, mut security) = (Oid::INVALID, 0);
             pg_sys::GetUserIdAndSecContext(&mut user, &mut security);
             // Not SET ROLE: inside a security-restricted operation the
             // sender can neither RESET ROLE back to the worker's identity
@@ -118,23 +143,40 @@ impl Prepared {
                     | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32
                     | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
             );
-            // As the role, as a login applies them; the worker's own
-            // statements set their search_path in a nest level of their own.
-            for (name, value) in &self.settings {
-                apply_login_setting(name, value);
-            }
-            pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
-            let timeout = gucs::SENDER_TIMEOUT_MS.get();
-            if timeout > 0 {
-                enable_timeout_after(STATEMENT_TIMEOUT, timeout);
-            }
-            call_ignoring_result(&mut self.flinfo, job);
-            disable_timeout(STATEMENT_TIMEOUT, false);
-            // a timeout or cancel that came in at the very end fails this job
-            pgrx::check_for_interrupts!();
+        }
+        // As the role, as a login applies them; the worker's own
+        // statements set their search_path in a nest level of their own.
+        for (name, value) in &self.settings {
+            apply_login_setting(name, value);
+        }
+        // SAFETY: inside a transaction, so GetTransactionSnapshot gives a
+        // valid snapshot; popped below, or by the rollback on error.
+        unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot()) };
+        let timeout = gucs::SENDER_TIMEOUT_MS.get();
+        if timeout > 0 {
+            // SAFETY: STATEMENT_TIMEOUT is registered by InitPostgres in
+            // every process connected to a database, this worker too; the
+            // delay is positive; the declaration matches timeout.h.
+            unsafe { enable_timeout_after(STATEMENT_TIMEOUT, timeout) };
+        }
+        // SAFETY: flinfo was filled in by fmgr_info in this transaction, for
+        // a function whose signature takes one jsonb; job is a non-null
+        // jsonb datum, copied into the transaction's memory; we are inside
+        // a transaction, with a snapshot pushed.
+        unsafe { call_ignoring_result(&mut self.flinfo, job) };
+        // SAFETY: as for enable_timeout_after above; disabling a timeout
+        // that is not active is allowed.
+        unsafe { disable_timeout(STATEMENT_TIMEOUT, false) };
+        // a timeout or cancel that came in at the very end fails this job
+        pgrx::check_for_interrupts!();
+        // SAFETY: each undoes, in reverse order, what was set up above in
+        // this subtransaction: the snapshot pushed, the identity read, the
+        // nest level opened (the sender's SETs, LOCAL or not, end here);
+        // CommandCounterIncrement, inside the transaction, makes the
+        // sender's writes visible to the worker's next statements.
+        unsafe {
             pg_sys::PopActiveSnapshot();
             pg_sys::SetUserIdAndSecContext(user, security);
-            // the sender's SETs, LOCAL or not, end here
             pg_sys::AtEOXact_GUC(false, nest);
             pg_sys::CommandCounterIncrement();
         }
@@ -144,10 +186,20 @@ impl Prepared {
 /// Calls the function of `flinfo` with `argument`. Unlike
 /// FunctionCall1Coll, a NULL result is fine: a `RETURNS void` SQL function
 /// returns one.
+///
+/// # Safety
+///
+/// `flinfo` was filled in by fmgr_info, in a memory context still alive,
+/// for a function that takes one argument, of the type of `argument`, a
+/// non-null datum; the caller is inside a transaction, with an active
+/// snapshot, on the main thread.
 unsafe fn call_ignoring_result(flinfo: &mut pg_sys::FmgrInfo, argument: pg_sys::Datum) {
-    unsafe {
-        let size = std::mem::size_of::<pg_sys::FunctionCallInfoBaseData>()
-            + std::mem::size_of::<pg_sys::NullableDatum>();
+    let size = std::mem::size_of::<pg_sys::FunctionCallInfoBaseData>()
+        + std::mem::size_of::<pg_sys::NullableDatum>();
+    // SAFETY: palloc0 returns zeroed memory (or raises an ERROR) of the size
+    // of a FunctionCallInfo with one argument (SizeForFunctionCallInfo(1)),
+    // aligned for it, so its header and args[0] may be written.
+    let fcinfo = unsafe {
         let fcinfo = pg_sys::palloc0(size) as *mut pg_sys::FunctionCallInfoBaseData;
         (*fcinfo).flinfo = flinfo;
         (*fcinfo).fncollation = pg_sys::InvalidOid;
@@ -156,12 +208,19 @@ unsafe fn call_ignoring_result(flinfo: &mut pg_sys::FmgrInfo, argument: pg_sys::
             value: argument,
             isnull: false,
         };
-        let entry = flinfo.fn_addr.expect("a function's entry point");
-        // the boundary turns an error raised inside into a Rust panic,
-        // which subxact::run catches
-        pg_sys::ffi::pg_guard_ffi_boundary(|| entry(fcinfo));
-        pg_sys::pfree(fcinfo.cast());
-    }
+        fcinfo
+    };
+    let entry = flinfo.fn_addr.expect("a function's entry point");
+    // the boundary turns an error raised inside into a Rust panic,
+    // which subxact::run catches
+    // SAFETY: fcinfo is set up for the function, as our caller guarantees;
+    // on the main thread, and the closure only calls the C entry point,
+    // which cannot panic (a Rust function has its own guard), and holds
+    // nothing with a destructor that a longjmp would skip.
+    unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| entry(fcinfo)) };
+    // SAFETY: fcinfo was palloc'd above and is used no more. (After an
+    // ERROR it is left to its memory context, freed with the transaction.)
+    unsafe { pg_sys::pfree(fcinfo.cast()) };
 }
 
 /// `name=value` as pg_db_role_setting keeps it (ParseLongOption's rules:
@@ -180,6 +239,12 @@ fn parse_setting(setting: &str) -> Option<(CString, CString)> {
 /// its writer was allowed to set). A setting that cannot be applied is
 /// skipped with a warning, once per worker, as a login skips it with one.
 fn apply_login_setting(name: &std::ffi::CStr, value: &std::ffi::CStr) {
+    // SAFETY: name and value are NUL-terminated and outlive the call, which
+    // copies them; called inside the subtransaction, within the GUC nest
+    // level that run() opened, which GUC_ACTION_SAVE ties the value to.
+    // With elevel DEBUG1 a value that cannot be applied is reported at that
+    // level and returns 0 instead of raising an ERROR (one that a check hook
+    // raises anyway is caught by the subtransaction).
     let applied = unsafe {
         pg_sys::set_config_option(
             name.as_ptr(),

@@ -47,16 +47,21 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     // with a database connection get.
     versions::set_signal_handler(pg_sys::SIGTERM, on_sigterm);
     versions::set_signal_handler(pg_sys::SIGHUP, on_sighup);
-    unsafe {
-        pg_sys::before_shmem_exit(Some(at_exit), pg_sys::Datum::from(slot));
-        pg_sys::BackgroundWorkerUnblockSignals();
-    }
+    // SAFETY: registered once, at the start of the worker's main;
+    // at_exit has the callback's signature and lives as long as the
+    // process; the slot index is a plain value that it gets back.
+    unsafe { pg_sys::before_shmem_exit(Some(at_exit), pg_sys::Datum::from(slot)) };
+    // SAFETY: a background worker unblocks its signals once its handlers
+    // are installed, as here, from its main thread.
+    unsafe { pg_sys::BackgroundWorkerUnblockSignals() };
     let database = SHARED.share().workers[slot].database;
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(database), None);
     super::name_this_process("queue worker");
     let upkeep_at = {
         let mut shared = SHARED.exclusive();
         let me = &mut shared.workers[slot];
+        // SAFETY: MyProcPid is set when the process starts and never
+        // changes after.
         me.pid = unsafe { pg_sys::MyProcPid };
         me.procno = shared::my_procno();
         me.state = State::Idle;
@@ -78,6 +83,10 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
 
     loop {
         pgrx::check_for_interrupts!();
+        // SAFETY: ConfigReloadPending is a sig_atomic_t that on_sighup sets;
+        // read and cleared on the main thread, and the configuration
+        // reloaded here in the main loop, outside any transaction and any
+        // signal handler, as PostgreSQL's own processes do.
         unsafe {
             if pg_sys::ConfigReloadPending != 0 {
                 pg_sys::ConfigReloadPending = 0;
@@ -132,6 +141,9 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             .min(until_due)
             .min(upkeep.next_at() - now)
             .max(1000);
+        // SAFETY: MyLatch is this process's own latch, set before any of
+        // our code runs; the timeout is positive and fits a long;
+        // WL_EXIT_ON_PM_DEATH is given, as a background worker must.
         unsafe {
             pg_sys::WaitLatch(
                 pg_sys::MyLatch,
@@ -219,7 +231,14 @@ fn exit_cleanly() -> ! {
 /// What PostgreSQL's die() does for a background worker: the next
 /// CHECK_FOR_INTERRUPTS, in our loop or inside a statement, ends the
 /// process with FATAL.
+///
+/// # Safety
+///
+/// Only the kernel calls it, as this process's SIGTERM handler.
 unsafe extern "C-unwind" fn on_sigterm(_signal: std::ffi::c_int) {
+    // SAFETY: the flags are sig_atomic_t, which a signal handler may write,
+    // as die() does; SetLatch may be called from a signal handler, and
+    // MyLatch is set before the handler is installed.
     unsafe {
         pg_sys::InterruptPending = 1;
         pg_sys::ProcDiePending = 1;
@@ -227,7 +246,14 @@ unsafe extern "C-unwind" fn on_sigterm(_signal: std::ffi::c_int) {
     }
 }
 
+/// Notes a SIGHUP for the main loop, as SignalHandlerForConfigReload does.
+///
+/// # Safety
+///
+/// Only the kernel calls it, as this process's SIGHUP handler.
 unsafe extern "C-unwind" fn on_sighup(_signal: std::ffi::c_int) {
+    // SAFETY: as in on_sigterm: a sig_atomic_t flag, and SetLatch on this
+    // process's latch.
     unsafe {
         pg_sys::ConfigReloadPending = 1;
         pg_sys::SetLatch(pg_sys::MyLatch);
@@ -237,6 +263,12 @@ unsafe extern "C-unwind" fn on_sighup(_signal: std::ffi::c_int) {
 /// Runs on every exit, FATAL ones included: the slot is left for the
 /// launcher to free, and a wake-up that arrived too late, or a turn that
 /// was cut short, keeps the database in the line for a worker.
+///
+/// # Safety
+///
+/// Only PostgreSQL calls it, as the before_shmem_exit callback registered
+/// in queue_worker_main, with the worker's slot; shared memory is still
+/// attached then.
 #[pg_guard]
 unsafe extern "C-unwind" fn at_exit(_code: i32, arg: pg_sys::Datum) {
     let slot = arg.value();

@@ -32,6 +32,9 @@ impl Session {
     /// another schema fails its next statement, and its successor looks
     /// the schema up again.)
     pub fn find(known: Option<Session>) -> Option<Session> {
+        // SAFETY: a catalog lookup inside the caller's transaction, with a
+        // NUL-terminated literal; missing_ok makes a missing extension
+        // InvalidOid, not an ERROR.
         let extension = unsafe { pg_sys::get_extension_oid(c"queue".as_ptr(), true) };
         if extension == pg_sys::Oid::INVALID {
             return None;
@@ -61,12 +64,15 @@ impl Session {
     /// Runs `f` with the worker's search_path, then undoes every setting
     /// made meanwhile.
     pub fn scoped<R>(&self, f: impl FnOnce() -> R) -> R {
-        unsafe {
-            let nest = pg_sys::NewGUCNestLevel();
-            crate::gucs::set_for_scope(c"search_path", &self.search_path);
-            let result = f();
-            pg_sys::AtEOXact_GUC(false, nest);
-            result
-        }
+        // SAFETY: inside the caller's transaction; the level is closed below,
+        // or by the transaction's abort if `f` fails.
+        let nest = unsafe { pg_sys::NewGUCNestLevel() };
+        crate::gucs::set_for_scope(c"search_path", &self.search_path);
+        let result = f();
+        // SAFETY: closes the level opened above, still open as `f` returned
+        // (its subtransactions' levels are closed by their end), undoing
+        // every setting made at it or deeper.
+        unsafe { pg_sys::AtEOXact_GUC(false, nest) };
+        result
     }
 }

@@ -17,6 +17,10 @@ use crate::gucs::WORKER_SLOTS;
 pub const LATENCY_SAMPLES: usize = 1024;
 const ERROR_BYTES: usize = 120;
 
+// SAFETY: the name, which names both the shared memory and the lock
+// tranche, is used nowhere else in the library (the table of databases is
+// "queue databases") and carries the library's name, as a lock or segment
+// of another library would not.
 pub static SHARED: PgLwLock<Shared> = unsafe { PgLwLock::new(c"queue_shared") };
 
 /// Set in the postmaster when the library is preloaded; inherited by every
@@ -248,6 +252,12 @@ pub fn set_latch(procno: i32) {
     if procno < 0 {
         return;
     }
+    // SAFETY: ProcGlobal points to the PGPROC array in shared memory that
+    // the postmaster set up before forking, so every process has it;
+    // procno is an index into it that a launcher or worker took from its
+    // own PGPROC (my_procno), so it is in bounds. SetLatch may be called on
+    // any process's latch; if that process has gone, its PGPROC is still
+    // there and the latch set is at worst a spurious wake-up.
     unsafe {
         let proc = (*pg_sys::ProcGlobal).allProcs.add(procno as usize);
         pg_sys::SetLatch(&raw mut (*proc).procLatch);
@@ -260,5 +270,6 @@ pub fn my_procno() -> i32 {
 }
 
 pub fn now() -> i64 {
+    // SAFETY: reads the system clock; no precondition.
     unsafe { pg_sys::GetCurrentTimestamp() }
 }

@@ -24,7 +24,15 @@ thread_local! {
 
 /// Runs as an error context callback: PostgreSQL calls it while it reports
 /// an error raised below it, before unwinding.
+///
+/// # Safety
+///
+/// Only PostgreSQL calls it, as the error context callback that `run`
+/// installs, while it reports a message.
 unsafe extern "C-unwind" fn note_error_code(_arg: *mut std::ffi::c_void) {
+    // SAFETY: PostgreSQL runs context callbacks while it reports a message
+    // (errfinish), with that message's entry on the error data stack,
+    // which is what geterrcode reads.
     LAST_CODE.set(unsafe { pg_sys::geterrcode() });
 }
 
@@ -33,6 +41,8 @@ unsafe extern "C-unwind" fn note_error_code(_arg: *mut std::ffi::c_void) {
 /// the caller's again afterwards either way; a rollback also undoes role
 /// and setting changes and pops snapshots made inside.
 pub fn run<R>(f: impl FnOnce() -> R) -> Result<R, Raised> {
+    // SAFETY: plain reads of three globals of this backend, on its only
+    // thread.
     let (context, owner, errcontext) = unsafe {
         (
             pg_sys::CurrentMemoryContext,
@@ -40,6 +50,10 @@ pub fn run<R>(f: impl FnOnce() -> R) -> Result<R, Raised> {
             pg_sys::error_context_stack,
         )
     };
+    // SAFETY: puts back the caller's memory context, resource owner and
+    // error context stack, read above: all three outlive the
+    // subtransaction, as they belong to the caller, who is still running
+    // (PL/pgSQL restores the same after a subtransaction).
     let back_to_caller = move || unsafe {
         pg_sys::MemoryContextSwitchTo(context);
         pg_sys::CurrentResourceOwner = owner;
@@ -50,6 +64,9 @@ pub fn run<R>(f: impl FnOnce() -> R) -> Result<R, Raised> {
         callback: Some(note_error_code),
         arg: std::ptr::null_mut(),
     };
+    // SAFETY: callers are inside a transaction (a worker's), where a
+    // subtransaction may begin; its name may be NULL. The switch back to
+    // the caller's live context is what PL/pgSQL does after it.
     unsafe {
         pg_sys::BeginInternalSubTransaction(std::ptr::null());
         pg_sys::MemoryContextSwitchTo(context);
@@ -57,8 +74,14 @@ pub fn run<R>(f: impl FnOnce() -> R) -> Result<R, Raised> {
     LAST_CODE.set(0);
     let callback = &raw mut callback;
     PgTryBuilder::new(AssertUnwindSafe(|| {
+        // SAFETY: callback points to a local of run(), whose frame outlives
+        // every use: it is unlinked again below, on both paths, before run
+        // returns; its `previous` is the stack it is pushed on.
         unsafe { pg_sys::error_context_stack = callback };
         let result = f();
+        // SAFETY: unlinks our callback; the subtransaction begun above is
+        // the current one again (f leaves none of its own open), so it is
+        // the one released.
         unsafe {
             pg_sys::error_context_stack = errcontext;
             pg_sys::ReleaseCurrentSubTransaction();
@@ -67,6 +90,10 @@ pub fn run<R>(f: impl FnOnce() -> R) -> Result<R, Raised> {
         Ok(result)
     }))
     .catch_others(|error| {
+        // SAFETY: unlinks our callback (pgrx has flushed the error state);
+        // the rollback, in the caller's memory context as PL/pgSQL's
+        // exception handler does it, ends the subtransaction begun above,
+        // the current one after an error inside it.
         unsafe {
             pg_sys::error_context_stack = errcontext;
             pg_sys::MemoryContextSwitchTo(context);

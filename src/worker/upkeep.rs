@@ -106,9 +106,7 @@ fn interval_us() -> i64 {
 fn bury_expired(session: &Session) {
     loop {
         let buried = session::transaction(|| {
-            session.tables(|client| {
-                jobs::bury_expired(client, db::now_us(), jobs::BURIED_PER_CALL)
-            })
+            session.tables(|client| jobs::bury_expired(client, db::now_us(), jobs::BURIED_PER_CALL))
         });
         report_stat();
         if buried == 0 {

@@ -56,11 +56,23 @@ pub fn ask_at_commit(ask: Ask) {
         return;
     }
     if !REGISTERED.replace(true) {
+        // SAFETY: registered once per backend (REGISTERED), as PostgreSQL
+        // keeps a callback registered until the process ends;
+        // at_transaction_end has the callback's signature and lives as long
+        // as the process. It only takes the shared lock and sets latches,
+        // and never raises (an ERROR after a commit would be a PANIC).
         unsafe { pg_sys::RegisterXactCallback(Some(at_transaction_end), std::ptr::null_mut()) };
     }
     PENDING.set(PENDING.get().max(ask));
 }
 
+/// What the transaction asked for happens at its commit, and is forgotten
+/// at its end otherwise.
+///
+/// # Safety
+///
+/// Only PostgreSQL calls it, as the transaction callback registered in
+/// `ask_at_commit`.
 #[pg_guard]
 unsafe extern "C-unwind" fn at_transaction_end(
     event: pg_sys::XactEvent::Type,
@@ -70,6 +82,8 @@ unsafe extern "C-unwind" fn at_transaction_end(
     match event {
         XACT_EVENT_COMMIT => match PENDING.replace(Ask::Nothing) {
             Ask::Nothing => {}
+            // SAFETY: MyDatabaseId is set when the backend connects to its
+            // database and never changes after.
             ask => wake(unsafe { pg_sys::MyDatabaseId }, ask),
         },
         // COMMIT PREPARED runs no callback: the worker's poll finds those jobs.

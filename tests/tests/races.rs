@@ -12,9 +12,6 @@ use queue_client_tests::{
     claim, complete, complete_all, enqueue_many, eventually, on_connections, one, Cluster,
 };
 
-/// 8 connections claim and complete 5,000 jobs until the queue is empty:
-/// every job is delivered exactly once, and none is lost.
-
 /// Waits until the backend `pid` waits for a heavyweight lock that another
 /// session holds (its wait event says so): the state that shows it is held
 /// up, rather than a time it took.
@@ -30,6 +27,8 @@ fn waits_for_a_lock(cluster: &Cluster, pid: i32, what: &str) {
     });
 }
 
+/// 8 connections claim and complete 5,000 jobs until the queue is empty:
+/// every job is delivered exactly once, and none is lost.
 #[test]
 fn eight_consumers_deliver_each_job_exactly_once() {
     let cluster = Cluster::start();

@@ -1,0 +1,636 @@
+//! The README's snippets, run as a new user pastes them, so that they stay
+//! true. Each snippet that runs is marked in README.md by an HTML comment
+//! right before its fenced block (`<!-- tested: NAME -->`, invisible when
+//! rendered); the blocks are read from README.md when the test runs, written
+//! to files and run against a cluster of their own with real clients: psql
+//! (`-v ON_ERROR_STOP=1`), python3 with psycopg 3, node with `pg`
+//! (tests/readme/node_modules), and cargo for the Rust loops. Each test
+//! checks what the snippet did to the jobs, and that a loop ends by itself.
+//!
+//! psycopg and `pg` come from `scripts/setup.sh` (`make setup`).
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use queue_client_tests::{eventually, one, Client, Cluster, NoTls, DB};
+
+/// The repository's root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The code of every fenced block marked `<!-- tested: NAME ... -->` in
+/// README.md, in the order they appear; at least one.
+fn snippets(name: &str) -> Vec<String> {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let marker = format!("<!-- tested: {name}");
+    let mut lines = readme.lines();
+    let mut found = Vec::new();
+    while let Some(line) = lines.next() {
+        let Some(rest) = line.strip_prefix(&marker) else {
+            continue;
+        };
+        if !(rest.starts_with(' ') || rest.starts_with("-->")) {
+            continue; // another name that starts with this one
+        }
+        let fence = lines.next().unwrap_or_default();
+        assert!(
+            fence.starts_with("```"),
+            "README.md: `{line}` is not followed by a fenced block"
+        );
+        let mut code = String::new();
+        for line in lines.by_ref() {
+            if line == "```" {
+                break;
+            }
+            code.push_str(line);
+            code.push('\n');
+        }
+        found.push(code);
+    }
+    assert!(
+        !found.is_empty(),
+        "README.md has no block marked `{marker}`"
+    );
+    found
+}
+
+/// The one block marked NAME.
+fn snippet(name: &str) -> String {
+    let mut all = snippets(name);
+    assert_eq!(all.len(), 1, "README.md marks {name} more than once");
+    all.remove(0)
+}
+
+/// Writes `text` to `name` in a directory of the cluster's (removed with it).
+fn write(cluster: &Cluster, name: &str, text: &str) -> PathBuf {
+    let path = cluster.socket_dir().join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// libpq's environment for a client of the test database, as `user`.
+fn libpq_env(command: &mut Command, cluster: &Cluster, user: &str) {
+    command
+        .env("PGHOST", cluster.socket_dir())
+        .env("PGPORT", cluster.config(DB).get_ports()[0].to_string())
+        .env("PGUSER", user)
+        .env("PGDATABASE", DB)
+        .env_remove("PGPASSWORD")
+        .env_remove("PGSERVICE");
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs an SQL snippet with psql as `user`, stopping at the first error.
+fn psql(cluster: &Cluster, user: &str, sql: &str) -> Output {
+    let file = write(cluster, "snippet.sql", sql);
+    let mut command = Command::new(cluster.bin("psql"));
+    command
+        .args(["-X", "-v", "ON_ERROR_STOP=1", "-f"])
+        .arg(file);
+    libpq_env(&mut command, cluster, user);
+    command.output().expect("psql runs")
+}
+
+/// `psql`, which must succeed; its output.
+fn psql_ok(cluster: &Cluster, user: &str, sql: &str) -> String {
+    let out = psql(cluster, user, sql);
+    assert!(
+        out.status.success(),
+        "psql as {user}:\n{sql}\n{}",
+        text(&out)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Starts `command` with its output going to files of the cluster's.
+fn spawn(cluster: &Cluster, mut command: Command, name: &str) -> (Child, [PathBuf; 2]) {
+    let out = cluster.socket_dir().join(format!("{name}.out"));
+    let err = cluster.socket_dir().join(format!("{name}.err"));
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(File::create(&out).unwrap())
+        .stderr(File::create(&err).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{name} does not start ({command:?}): {e}"));
+    (child, [out, err])
+}
+
+/// Waits for a started program to end by itself, within `limit`; kills it
+/// and fails the test otherwise.
+fn finish(mut child: Child, files: [PathBuf; 2], limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "did not end by itself within {limit:?}:\n{}",
+                std::fs::read_to_string(&files[1]).unwrap_or_default()
+            );
+        }
+        sleep(Duration::from_millis(50));
+    };
+    Output {
+        status,
+        stdout: std::fs::read(&files[0]).unwrap(),
+        stderr: std::fs::read(&files[1]).unwrap(),
+    }
+}
+
+/// (payload, status, attempts, last_error) of every job of `queue`, by id.
+fn jobs(admin: &mut Client, queue: &str) -> Vec<(String, String, i32, Option<String>)> {
+    admin
+        .query(
+            "SELECT payload::text, status, attempts, last_error FROM queue_jobs
+              WHERE queue = $1 ORDER BY id",
+            &[&queue],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect()
+}
+
+fn job(
+    payload: &str,
+    status: &str,
+    attempts: i32,
+    error: Option<&str>,
+) -> (String, String, i32, Option<String>) {
+    (
+        payload.to_string(),
+        status.to_string(),
+        attempts,
+        error.map(str::to_string),
+    )
+}
+
+fn create_role(admin: &mut Client, role: &str) {
+    admin
+        .batch_execute(&format!("CREATE ROLE {role} LOGIN"))
+        .unwrap();
+}
+
+/// What the consumer loops get: the queue 'emails', retried at once and at
+/// most twice, with a job for each outcome of the loops' `send_email`.
+const LOOP_JOBS: &str = r#"
+    SELECT queue_create('emails', max_attempts => 2, retry_delay => '0');
+    SELECT queue_enqueue_batch('emails', ARRAY[
+        '{"to": "ada@example.com"}', '{"to": "nobody"}',
+        '{"to": "bob@example.com", "fail": "SMTP timeout"}', '{"to": "cy@example.com"}']::jsonb[]);
+"#;
+
+/// How the loops' jobs end: done, a dead letter at once, retried and then
+/// failed with no attempt left, done.
+fn loop_outcome() -> Vec<(String, String, i32, Option<String>)> {
+    vec![
+        job(r#"{"to": "ada@example.com"}"#, "succeeded", 1, None),
+        job(
+            r#"{"to": "nobody"}"#,
+            "failed",
+            1,
+            Some("no such mailbox: 'nobody'"),
+        ),
+        job(
+            r#"{"to": "bob@example.com", "fail": "SMTP timeout"}"#,
+            "failed",
+            2,
+            Some("SMTP timeout"),
+        ),
+        job(r#"{"to": "cy@example.com"}"#, "succeeded", 1, None),
+    ]
+}
+
+/// The limit for a loop to end by itself: it ends 5 s after its last job.
+const LOOP_LIMIT: Duration = Duration::from_secs(60);
+
+/// A Python or Node loop: fails when the queue is missing (a non-zero exit,
+/// not a hang), works through every kind of job and ends by itself, and
+/// ends at once on SIGTERM.
+fn check_loop(name: &str, program: &str, file: &str, env: &[(&str, PathBuf)]) {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    create_role(&mut admin, "worker");
+    let path = write(&cluster, file, &snippet(name));
+    let command = || {
+        let mut c = Command::new(program);
+        c.arg(&path);
+        libpq_env(&mut c, &cluster, "worker");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c
+    };
+
+    // no queue 'emails' yet: the claim's error ends the loop, non-zero
+    let (child, files) = spawn(&cluster, command(), name);
+    let out = finish(child, files, LOOP_LIMIT);
+    assert!(
+        !out.status.success(),
+        "{name} without its queue:\n{}",
+        text(&out)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("emails"),
+        "{name} without its queue says why:\n{}",
+        text(&out)
+    );
+
+    admin.batch_execute(LOOP_JOBS).unwrap();
+    let (child, files) = spawn(&cluster, command(), name);
+    let out = finish(child, files, LOOP_LIMIT);
+    assert!(out.status.success(), "{name}:\n{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("sent to ada@example.com") && stdout.contains("sent to cy@example.com"),
+        "{name} prints what it sent:\n{}",
+        text(&out)
+    );
+    assert_eq!(jobs(&mut admin, "emails"), loop_outcome(), "{name}");
+    assert_eq!(
+        one::<i64>(
+            &mut admin,
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = 'worker'",
+            &[]
+        ),
+        0,
+        "{name} closed its connection"
+    );
+
+    // SIGTERM while it waits for jobs: it ends within a second or so, before
+    // its idle exit could (5 s after it connected)
+    let (child, files) = spawn(&cluster, command(), name);
+    eventually(&format!("{name} to connect"), || {
+        one::<i64>(
+            &mut admin,
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = 'worker'",
+            &[],
+        ) > 0
+    });
+    let asked = Instant::now();
+    queue_client_tests::run({
+        let mut c = Command::new("kill");
+        c.args(["-TERM", &child.id().to_string()]);
+        c
+    });
+    let out = finish(child, files, LOOP_LIMIT);
+    assert!(out.status.success(), "{name} on SIGTERM:\n{}", text(&out));
+    assert!(
+        asked.elapsed() < Duration::from_secs(4),
+        "{name} took {:?} to end on SIGTERM",
+        asked.elapsed()
+    );
+}
+
+#[test]
+fn quick_start_ends_one_job_each_way_as_any_role() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    create_role(&mut admin, "newcomer");
+    let out = psql_ok(&cluster, "newcomer", &snippet("quick-start"));
+    assert_eq!(
+        jobs(&mut admin, "emails"),
+        vec![
+            job(r#"{"to": "ada@example.com"}"#, "succeeded", 1, None),
+            job(
+                r#"{"to": "bob@example.com"}"#,
+                "pending",
+                1,
+                Some("SMTP timeout")
+            ),
+            job(r#"{"to": "nobody"}"#, "failed", 1, Some("no such mailbox")),
+        ]
+    );
+    // the last query shows the three outcomes
+    for status in ["succeeded", "pending", "failed"] {
+        assert!(
+            out.contains(status),
+            "the quick start shows {status}:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn python_loop_works_through_its_jobs_and_stops() {
+    check_loop("python-loop", "python3", "consumer.py", &[]);
+}
+
+#[test]
+fn node_loop_works_through_its_jobs_and_stops() {
+    let modules = root().join("tests/readme/node_modules");
+    assert!(
+        modules.join("pg").exists(),
+        "{} has no pg: run scripts/setup.sh (npm ci --prefix tests/readme)",
+        modules.display()
+    );
+    check_loop(
+        "node-loop",
+        "node",
+        "consumer.js",
+        &[("NODE_PATH", modules)],
+    );
+}
+
+/// The example's command line, then a crate of one's own as the README
+/// writes it (Cargo.toml and src/main.rs), built beside a "clone" of this
+/// repository (a symbolic link) and run.
+#[test]
+fn rust_loops_work_through_their_jobs_and_stop() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    create_role(&mut admin, "worker");
+    let dsn = format!(
+        "host={} port={} user=worker dbname={DB}",
+        cluster.socket_dir().display(),
+        cluster.config(DB).get_ports()[0]
+    );
+    let cargo = PathBuf::from(env!("CARGO"));
+    let path = format!(
+        "{}:{}",
+        cargo.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // a build may wait for another one's lock: a generous limit
+    let build_limit = Duration::from_secs(1200);
+
+    // the example: prints and completes each job, retries "fail"; --drain
+    admin.batch_execute(LOOP_JOBS).unwrap();
+    let mut command = Command::new("bash");
+    command
+        .args(["-c", &snippet("rust-example")])
+        .current_dir(root())
+        .env("DATABASE_URL", &dsn)
+        .env("PATH", &path);
+    let (child, files) = spawn(&cluster, command, "rust-example");
+    let out = finish(child, files, build_limit);
+    assert!(out.status.success(), "the example:\n{}", text(&out));
+    let mut want = loop_outcome();
+    want[1] = job(r#"{"to": "nobody"}"#, "succeeded", 1, None);
+    assert_eq!(jobs(&mut admin, "emails"), want);
+
+    // a crate of one's own
+    admin.batch_execute("SELECT queue_purge('emails')").unwrap();
+    admin.batch_execute(LOOP_JOBS).unwrap();
+    let dir = cluster.socket_dir().join("rust");
+    std::fs::create_dir_all(dir.join("mailer/src")).unwrap();
+    std::os::unix::fs::symlink(root(), dir.join("queue")).unwrap();
+    std::fs::write(dir.join("mailer/Cargo.toml"), snippet("rust-toml")).unwrap();
+    std::fs::write(dir.join("mailer/src/main.rs"), snippet("rust-loop")).unwrap();
+    // the workspace's versions, so that nothing needs fetching
+    std::fs::copy(root().join("Cargo.lock"), dir.join("mailer/Cargo.lock")).unwrap();
+    let mut command = Command::new(&cargo);
+    command
+        .args(["run", "--offline", "--quiet"])
+        .current_dir(dir.join("mailer"))
+        .env("CARGO_TARGET_DIR", root().join("target/readme-mailer"))
+        .env("DATABASE_URL", &dsn);
+    let (child, files) = spawn(&cluster, command, "rust-loop");
+    let out = finish(child, files, build_limit);
+    assert!(out.status.success(), "the Rust loop:\n{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("sent to ada@example.com"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(jobs(&mut admin, "emails"), loop_outcome());
+    assert_eq!(
+        one::<i64>(
+            &mut admin,
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = 'worker'",
+            &[]
+        ),
+        0,
+        "the Rust loop closed its connection"
+    );
+}
+
+/// Every example of the Functions section, in order, in one psql session
+/// as the extension owner.
+#[test]
+fn function_examples_run_in_order() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    psql_ok(&cluster, "postgres", &snippets("functions").join("\n"));
+    let emails = jobs(&mut admin, "emails");
+    let status = |payload: &str| -> Vec<(String, i32, Option<String>)> {
+        emails
+            .iter()
+            .filter(|j| j.0 == payload)
+            .map(|j| (j.1.clone(), j.2, j.3.clone()))
+            .collect()
+    };
+    let claimed = vec![("processing".to_string(), 1, None)];
+    assert_eq!(status(r#"{"to": "bob@example.com"}"#), claimed);
+    assert_eq!(
+        status(r#"{"receipt": 42}"#),
+        claimed,
+        "one job per dedup key"
+    );
+    assert_eq!(status(r#"{"n": 1}"#), claimed);
+    assert_eq!(status(r#"{"n": 2}"#), claimed);
+    assert_eq!(
+        status(r#"{"digest": true}"#),
+        vec![("pending".to_string(), 0, None)]
+    );
+    let done = vec![("succeeded".to_string(), 1, None)];
+    assert_eq!(status(r#"{"to": "carol@example.com"}"#), done);
+    assert_eq!(status(r#"{"n": 3}"#), done);
+    assert_eq!(status(r#"{"n": 4}"#), done);
+    assert_eq!(
+        status(r#"{"to": "dan@example.com"}"#),
+        vec![("pending".to_string(), 1, Some("SMTP timeout".to_string()))]
+    );
+    assert_eq!(
+        status(r#"{"to": "eve@example.com"}"#),
+        vec![("pending".to_string(), 1, Some("rate limited".to_string()))]
+    );
+    assert_eq!(
+        status(r#"{"to": "nobody"}"#),
+        vec![("failed".to_string(), 1, Some("no such mailbox".to_string()))]
+    );
+    assert_eq!(
+        status(r#"{"to": "fay@example.com"}"#),
+        vec![("cancelled".to_string(), 1, None)]
+    );
+    assert_eq!(emails.len(), 12, "{emails:?}");
+    // the digest is due in an hour
+    assert!(one::<bool>(
+        &mut admin,
+        "SELECT run_at BETWEEN now() + interval '50 minutes' AND now() + interval '1 hour'
+           FROM queue_jobs WHERE payload = '{\"digest\": true}'",
+        &[]
+    ));
+    // webhooks altered, paused and resumed; scratch dropped
+    assert_eq!(
+        admin
+            .query("SELECT queue, paused FROM queue_stats ORDER BY queue", &[])
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect::<Vec<(String, bool)>>(),
+        vec![("emails".into(), false), ("webhooks".into(), false)]
+    );
+}
+
+/// The grants: only `app` may enqueue, `app_admin` reads two views.
+#[test]
+fn privilege_example_narrows_enqueue_to_its_role() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    psql_ok(&cluster, "postgres", &snippet("privileges"));
+    create_role(&mut admin, "other");
+    admin
+        .batch_execute("SELECT queue_create('emails')")
+        .unwrap();
+    let connect = |user: &str| {
+        cluster
+            .config(DB)
+            .user(user)
+            .connect(NoTls)
+            .unwrap_or_else(|e| panic!("{user} connects: {e}"))
+    };
+    let enqueue = |client: &mut Client| {
+        (
+            client
+                .query("SELECT queue_enqueue('emails', '{}')", &[])
+                .map(|_| ())
+                .map_err(|e| e.code().cloned()),
+            client
+                .query(
+                    "SELECT queue_enqueue_batch('emails', ARRAY['{}']::jsonb[])",
+                    &[],
+                )
+                .map(|_| ())
+                .map_err(|e| e.code().cloned()),
+        )
+    };
+    let denied = Err(Some(postgres::error::SqlState::INSUFFICIENT_PRIVILEGE));
+    assert_eq!(enqueue(&mut connect("app")), (Ok(()), Ok(())));
+    assert_eq!(
+        enqueue(&mut connect("other")),
+        (denied.clone(), denied.clone())
+    );
+    assert_eq!(
+        enqueue(&mut connect("app_admin")),
+        (denied.clone(), denied.clone())
+    );
+    let mut app_admin = connect("app_admin");
+    assert_eq!(
+        one::<i64>(
+            &mut app_admin,
+            "SELECT pending FROM queue_stats WHERE queue = 'emails'",
+            &[]
+        ),
+        2
+    );
+    assert_eq!(
+        one::<i64>(&mut app_admin, "SELECT count(*) FROM queue_failed", &[]),
+        0
+    );
+    let other = connect("other")
+        .query("SELECT * FROM queue_stats", &[])
+        .map_err(|e| e.code().cloned());
+    assert_eq!(other.map(|_| ()), denied);
+}
+
+/// The monitoring role, the queries as that role, and the exporter's query
+/// file: its query runs as that role and returns a column for each metric.
+#[test]
+fn monitoring_examples_run_as_the_monitoring_role() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    psql_ok(&cluster, "postgres", &snippet("monitoring-setup"));
+    admin
+        .batch_execute(
+            "SELECT queue_create('emails');
+             SELECT queue_create('webhooks');
+             SELECT queue_pause('webhooks');
+             SELECT queue_enqueue_batch('emails', ARRAY['{\"to\": \"nobody\"}', '{}']::jsonb[]);
+             SELECT queue_fail(id, lease, 'no such mailbox', permanent => true)
+               FROM queue_claim('emails');",
+        )
+        .unwrap();
+    let out = psql_ok(&cluster, "prometheus", &snippets("monitoring").join("\n"));
+    assert!(
+        out.contains(" emails |       1 |") && out.contains("no such mailbox"),
+        "the monitoring queries show the dead letter:\n{out}"
+    );
+
+    let yaml = snippet("exporter-queries");
+    let mut query = String::new();
+    let mut metrics = Vec::new();
+    let mut part = "";
+    for line in yaml.lines() {
+        match line.trim_end() {
+            "  query: |" => part = "query",
+            "  metrics:" => part = "metrics",
+            l if part == "query" && l.starts_with("    ") => {
+                query.push_str(l);
+                query.push('\n');
+            }
+            l if part == "metrics" => {
+                let (name, usage) = l
+                    .trim_start()
+                    .strip_prefix("- ")
+                    .and_then(|m| m.split_once(": {usage: \""))
+                    .unwrap_or_else(|| panic!("a metric line: {l}"));
+                let usage = usage.split('"').next().unwrap();
+                assert!(
+                    ["LABEL", "GAUGE", "COUNTER"].contains(&usage),
+                    "{name}: {usage}"
+                );
+                metrics.push(name.to_string());
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        yaml.starts_with("# ") && yaml.contains("\nqueue:\n"),
+        "{yaml}"
+    );
+    let out = psql_ok(
+        &cluster,
+        "prometheus",
+        &format!("\\set QUIET on\n\\pset format csv\n{query};"),
+    );
+    let mut rows = out.lines();
+    let header: Vec<&str> = rows.next().unwrap().split(',').collect();
+    assert_eq!(header, metrics, "a column for each metric");
+    let rows: Vec<Vec<&str>> = rows.map(|r| r.split(',').collect()).collect();
+    let row = |queue: &str| -> Vec<&str> {
+        rows.iter()
+            .find(|r| r[1] == queue)
+            .unwrap_or_else(|| panic!("a row for {queue}: {out}"))
+            .clone()
+    };
+    // database, queue, paused, pending, scheduled, processing, succeeded,
+    // failed, cancelled, (oldest_due_age_seconds), enqueued, succeeded and
+    // failed totals
+    let emails = row("emails");
+    assert_eq!(
+        [&emails[..9], &emails[10..]].concat(),
+        [DB, "emails", "0", "1", "0", "0", "0", "1", "0", "2", "0", "1"]
+    );
+    assert!(emails[9].parse::<f64>().unwrap() > 0.0, "{emails:?}");
+    let webhooks = row("webhooks");
+    assert_eq!(&webhooks[..4], [DB, "webhooks", "1", "0"]);
+    assert_eq!(webhooks[9].parse::<f64>().unwrap(), 0.0);
+}
