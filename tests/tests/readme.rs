@@ -634,3 +634,37 @@ fn monitoring_examples_run_as_the_monitoring_role() {
     assert_eq!(&webhooks[..4], [DB, "webhooks", "1", "0"]);
     assert_eq!(webhooks[9].parse::<f64>().unwrap(), 0.0);
 }
+
+#[test]
+fn sender_examples_deliver_as_they_say() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    create_role(&mut admin, "teamlead");
+    admin
+        .batch_execute("GRANT CREATE ON SCHEMA public TO teamlead")
+        .unwrap();
+    // (the snippets wait a second for the worker; the test waits for the
+    // outcome itself, however long a loaded machine takes)
+    psql_ok(&cluster, "teamlead", &snippet("sender"));
+    eventually("the sender's outcomes", || {
+        jobs(&mut admin, "notifications")
+            == vec![
+                job(r#"{"to": "ada@example.com"}"#, "succeeded", 1, None),
+                job(r#"{"to": "nobody"}"#, "failed", 1, Some("bad address")),
+            ]
+    });
+    let outbox: Vec<String> = admin
+        .query("SELECT recipient FROM public.outbox", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(outbox, ["ada@example.com"]);
+    psql_ok(&cluster, "postgres", &snippet("sender-settings"));
+    eventually("the welcome delivered through mailer's search_path", || {
+        jobs(&mut admin, "welcome")
+            == vec![job(r#"{"to": "ada@example.com"}"#, "succeeded", 1, None)]
+    });
+    let welcomes: i64 = one(&mut admin, "SELECT count(*) FROM mail.welcomes", &[]);
+    assert_eq!(welcomes, 1);
+}
