@@ -299,13 +299,6 @@ pub fn acts_as(role: Oid, owner: Oid) -> bool {
     unsafe { pg_sys::superuser_arg(role) || pg_sys::is_member_of_role(role, owner) }
 }
 
-/// The wall-clock time now, in microseconds since 2000-01-01 (not the
-/// transaction's start: leases and delays count from the moment of the call).
-pub fn now_us() -> i64 {
-    // SAFETY: reads the system clock; no precondition.
-    unsafe { pg_sys::GetCurrentTimestamp() }
-}
-
 pub fn timestamp(us: i64) -> TimestampWithTimeZone {
     TimestampWithTimeZone::try_from(us).expect("a valid timestamp")
 }

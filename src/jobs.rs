@@ -40,7 +40,7 @@ pub fn claim(
     lease_us: i64,
     worker: Option<&str>,
 ) -> Vec<Claimed> {
-    let now = db::now_us();
+    let now = crate::time::now_us();
     let at = db::timestamp(now);
     let chores = db::run(
         client,
@@ -160,7 +160,7 @@ pub fn bury(client: &mut SpiClient<'_>, ids: Vec<i64>, now: i64, error: Option<&
 /// Completes every (id, lease) pair whose lease is held; returns their ids,
 /// ascending.
 pub fn complete(client: &mut SpiClient<'_>, ids: Vec<i64>, leases: Vec<Uuid>) -> Vec<i64> {
-    let now = db::timestamp(db::now_us());
+    let now = db::timestamp(crate::time::now_us());
     let rows = db::run(
         client,
         &queries::COMPLETE,
@@ -175,7 +175,7 @@ pub fn complete(client: &mut SpiClient<'_>, ids: Vec<i64>, leases: Vec<Uuid>) ->
 
 /// Jobs the caller has locked end `succeeded`; returns their ids, ascending.
 pub fn succeed(client: &mut SpiClient<'_>, ids: Vec<i64>) -> Vec<i64> {
-    let now = db::timestamp(db::now_us());
+    let now = db::timestamp(crate::time::now_us());
     let rows = db::run(
         client,
         &queries::FINISH,
@@ -220,7 +220,7 @@ pub fn fail(
         interval(5),
         random,
     );
-    let now = db::now_us();
+    let now = crate::time::now_us();
     Some(match outcome {
         FailOutcome::Retry { delay_us } => {
             let state = if delay_us == 0 { "ready" } else { "scheduled" };

@@ -16,6 +16,7 @@ mod policy;
 mod queries;
 mod regprocedure;
 mod rules;
+mod time;
 mod versions;
 mod worker;
 

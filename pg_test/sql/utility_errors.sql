@@ -60,6 +60,9 @@ DROP ROLE utility_plain_owner;
 
 \c :golden_database
 \set SHOW_CONTEXT never
+-- the hook reads CREATE DATABASE's template, which DEFAULT leaves without a value
+CREATE DATABASE utility_default TEMPLATE DEFAULT;
+DROP DATABASE utility_default;
 DROP DATABASE utility_plain;
 DROP VIEW utility_v;
 DROP TABLE utility_t;

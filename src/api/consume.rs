@@ -153,7 +153,7 @@ fn queue_extend(
     let lease = required(lease, "lease");
     let by = duration(&required(by, "by"));
     positive("by", &by).or_raise();
-    let expires = db::timestamp(add_delay(db::now_us(), by.micros));
+    let expires = db::timestamp(add_delay(crate::time::now_us(), by.micros));
     db::with_tables(|client| {
         let rows = db::run(
             client,

@@ -69,7 +69,7 @@ fn queue_enqueue(
             .raise();
         }
     }
-    let now = db::now_us();
+    let now = crate::time::now_us();
     let (due, state) = due(now, &delay, run_at);
     db::with_tables(|client| {
         let queue = queue_for_insert(client, name);
@@ -131,7 +131,7 @@ fn queue_enqueue_batch(
         .raise();
     }
     rules::check_batch_len("payloads", shape.len).or_raise();
-    let now = db::now_us();
+    let now = crate::time::now_us();
     let (due, state) = due(now, &delay, None);
     let ids = db::with_tables(|client| {
         let queue = queue_for_insert(client, name);

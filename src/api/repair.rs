@@ -12,7 +12,7 @@ use crate::worker::wake;
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_retry(id: Option<i64>) -> bool {
     let id = required(id, "id");
-    let now = db::timestamp(db::now_us());
+    let now = db::timestamp(crate::time::now_us());
     db::with_tables(|client| {
         let found = db::run(client, &queries::RETRY_FIND, &[id.into()]);
         let Some(row) = found.into_iter().next() else {
@@ -46,7 +46,7 @@ fn queue_retry(id: Option<i64>) -> bool {
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_cancel(id: Option<i64>) -> bool {
     let id = required(id, "id");
-    let now = db::timestamp(db::now_us());
+    let now = db::timestamp(crate::time::now_us());
     db::with_tables(|client| {
         let ended = db::run(
             client,

@@ -12,5 +12,7 @@ use crate::jobs;
 /// Returns how many; call it again until it returns 0.
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_bury_expired() -> i64 {
-    db::with_tables(|client| jobs::bury_expired(client, db::now_us(), jobs::BURIED_PER_CALL)) as i64
+    db::with_tables(|client| {
+        jobs::bury_expired(client, crate::time::now_us(), jobs::BURIED_PER_CALL)
+    }) as i64
 }

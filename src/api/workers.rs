@@ -41,7 +41,7 @@ fn queue_worker_status() -> TableIterator<
     if !shared::available() {
         return TableIterator::new(Vec::<WorkerRow>::new());
     }
-    let now = shared::now();
+    let now = crate::time::now_us();
     let (workers, waiting): (Vec<_>, Vec<Oid>) = {
         let shared = SHARED.share();
         let workers = shared

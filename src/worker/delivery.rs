@@ -239,7 +239,7 @@ impl Delivery {
         let me = &mut shared.workers[self.slot];
         me.delivered += succeeded as i64;
         me.failed += failures as i64;
-        me.last_active_at = super::shared::now();
+        me.last_active_at = crate::time::now_us();
         if let Some(message) = last_error {
             me.set_last_error(&message);
         }
@@ -357,7 +357,7 @@ fn reclaim(client: &mut pgrx::spi::SpiClient<'_>, id: i64) -> Option<(i32, InFli
     let lease: pgrx::datum::Interval = row.get(3).ok().flatten().expect("a lease");
     let has_sender: bool = row.get(4).ok().flatten().expect("has_sender");
     let queue_id: i32 = row.get(5).ok().flatten().expect("a queue id");
-    let now = db::now_us();
+    let now = crate::time::now_us();
     let stopped = format!("the queue worker stopped during attempt {attempts} of {max_attempts}");
     if !has_sender {
         db::run(client, &queries::UNCLAIM, &[id.into()]);

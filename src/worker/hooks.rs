@@ -21,7 +21,7 @@ const WAIT_US: i64 = 10_000_000;
 const HOLD_US: i64 = 120_000_000;
 /// How long after the command the hold lasts, and when the launcher looks
 /// at pg_database again.
-const AFTER_US: i64 = 1_000_000;
+const AFTER_US: i64 = crate::time::SECOND_US;
 
 /// The hook that was installed before ours (another library's), if any.
 static PREVIOUS: OnceLock<pg_sys::ProcessUtility_hook_type> = OnceLock::new();
@@ -167,7 +167,7 @@ unsafe extern "C-unwind" fn at_transaction_end(
         return;
     };
     let mut shared = SHARED.exclusive();
-    let until = shared::now() + AFTER_US;
+    let until = crate::time::now_us() + AFTER_US;
     if let Some(entry) = database.and_then(|d| shared.database_mut(d)) {
         entry.blocked_until = until;
         entry.scanned = false;
@@ -226,6 +226,8 @@ unsafe fn database_needed_alone(node: *mut pg_sys::Node) -> (Option<Oid>, bool) 
                 let template = options
                     .iter_ptr()
                     .find(|def| std::ffi::CStr::from_ptr((**def).defname).to_bytes() == b"template")
+                    // TEMPLATE DEFAULT has no value: template1, never served
+                    .filter(|def| !(**def).arg.is_null())
                     .and_then(|def| oid_of(pg_sys::defGetString(def)));
                 (template, true)
             }
@@ -236,10 +238,10 @@ unsafe fn database_needed_alone(node: *mut pg_sys::Node) -> (Option<Oid>, bool) 
 
 /// Holds the launcher off `database` and waits for its worker to exit.
 fn release(database: Oid) {
-    let deadline = shared::now() + WAIT_US;
+    let deadline = crate::time::now_us() + WAIT_US;
     let pid = {
         let mut shared = SHARED.exclusive();
-        let now = shared::now();
+        let now = crate::time::now_us();
         if let Some(entry) = shared.database_entry(database) {
             entry.blocked_until = now + HOLD_US;
         }
@@ -260,7 +262,7 @@ fn release(database: Oid) {
                 None => (false, 0),
             }
         };
-        if !running || shared::now() > deadline {
+        if !running || crate::time::now_us() > deadline {
             return;
         }
         let pid = if pid > 0 { pid } else { pid_now };

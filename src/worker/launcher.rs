@@ -19,13 +19,17 @@ use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
 use super::shared::{self, Installed, State, Worker, SHARED};
+use super::turns;
 use crate::gucs::{self, WORKER_SLOTS};
 
-/// The longest pause before serving again a database whose worker failed.
-const MAX_BACKOFF_US: i64 = 60_000_000;
 /// The launcher looks at the table at least this often (due times, pauses
 /// that end); a look at a few thousand entries costs microseconds.
 const TICK: Duration = Duration::from_secs(1);
+thread_local! {
+    /// The table of databases was found full (logged once).
+    static TABLE_FULL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// After the postmaster had no background worker slot left
 /// (max_worker_processes), the launcher tries again this much later.
 const NO_SLOT_RETRY_US: i64 = 100_000;
@@ -60,11 +64,11 @@ pub extern "C-unwind" fn queue_launcher_main(_arg: pg_sys::Datum) {
             // processes reload their configuration after a SIGHUP.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
-        let now = shared::now();
+        let now = crate::time::now_us();
         let asked = SHARED.share().rescan_at.load(Ordering::Relaxed);
         if now >= next_scan || (asked > 0 && now >= asked) {
             scan_databases(now);
-            next_scan = now + gucs::DATABASE_SCAN_S.get() as i64 * 1_000_000;
+            next_scan = now + crate::time::seconds(gucs::DATABASE_SCAN_S.get());
         }
         reap(&mut handles, now);
         SHARED.exclusive().wake_due(now);
@@ -138,13 +142,20 @@ fn scan_databases(now: i64) {
         }
     }
     for (oid, servable) in found {
-        if let Some(entry) = shared.database_entry(oid) {
-            entry.scanned = true;
-            entry.servable = servable;
-            // a database not probed yet gets a worker once, to find out
-            if entry.installed() == Installed::Unknown && servable {
-                entry.want(now);
+        let Some(entry) = shared.database_entry(oid) else {
+            if !TABLE_FULL.replace(true) {
+                pgrx::log!(
+                    "queue launcher: queue.max_databases ({}) databases are known; others are not served until it is raised",
+                    gucs::MAX_DATABASES.get()
+                );
             }
+            continue;
+        };
+        entry.scanned = true;
+        entry.servable = servable;
+        // a database not probed yet gets a worker once, to find out
+        if entry.installed() == Installed::Unknown && servable {
+            entry.want(now);
         }
     }
 }
@@ -179,8 +190,7 @@ fn reap(handles: &mut [Option<DynamicBackgroundWorker>], now: i64) {
                 entry.failures = 0;
             } else {
                 entry.failures = entry.failures.saturating_add(1);
-                let pause = (1_000_000i64 << entry.failures.min(6)).min(MAX_BACKOFF_US);
-                entry.not_before = now + pause;
+                entry.not_before = now + turns::failure_pause_us(entry.failures);
             }
         }
     }
@@ -255,27 +265,20 @@ fn ask_to_yield(now: i64) {
         .iter()
         .filter(|w| w.state.running() && (w.stop || w.yield_asked))
         .count();
-    let needed = waiting.saturating_sub(free + leaving);
-    if needed == 0 {
-        return;
-    }
-    let mut candidates: Vec<(usize, (bool, i64))> = shared
+    let candidates = shared
         .workers
         .iter()
         .enumerate()
         .filter(|(_, w)| {
             matches!(w.state, State::Idle | State::Delivering) && !w.stop && !w.yield_asked
         })
-        .map(|(i, w)| {
+        .map(|(slot, w)| {
             let busy = w.state == State::Delivering;
-            (
-                i,
-                (busy, if busy { w.started_at } else { w.last_active_at }),
-            )
+            let since = if busy { w.started_at } else { w.last_active_at };
+            turns::Candidate { slot, busy, since }
         })
         .collect();
-    candidates.sort_by_key(|(_, key)| *key);
-    for (slot, _) in candidates.into_iter().take(needed) {
+    for slot in turns::to_ask(waiting, free, leaving, candidates) {
         shared.workers[slot].yield_asked = true;
         shared::set_latch(shared.workers[slot].procno);
     }

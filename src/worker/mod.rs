@@ -9,6 +9,7 @@
 //! - `sender`: one sender call, as its role, in a subtransaction
 //! - `subxact`: running work in a subtransaction, catching its error
 //! - `session`: the search_path and settings of the worker's statements
+//! - `turns`: who is served and when, as pure (unit-tested) decisions
 //! - `upkeep`: expired leases, cleanup and counters
 //! - `wake`: wake on commit
 //! - `hooks`: gets workers out of the way of DROP DATABASE and friends
@@ -22,6 +23,7 @@ pub mod serve;
 mod session;
 pub mod shared;
 mod subxact;
+mod turns;
 mod upkeep;
 pub mod wake;
 

@@ -8,7 +8,7 @@
 //! needs a worker: a scheduled job, a lease, a cleanup) when nothing is due
 //! and the launcher asks for the slot, or when it has been idle for
 //! queue.idle_exit; when the launcher asks while jobs are due, once its
-//! turn of TURN_BATCHES batches is over (its database then waits in line
+//! turn of turns::TURN_BATCHES batches is over (its database then waits in line
 //! again); and at once when its database is needed alone.
 
 use std::cell::Cell;
@@ -22,16 +22,11 @@ use std::sync::atomic::Ordering;
 use super::delivery::{self, Delivery};
 use super::session::{self, Session};
 use super::shared::{self, Installed, State, SHARED};
+use super::turns::{self, AfterRound};
 use super::upkeep::Upkeep;
 use super::wake;
 use crate::gucs;
 use crate::versions;
-
-/// A worker asked for its slot while jobs are due delivers this many
-/// batches (counted from its start) before it leaves: a fair turn,
-/// measured in work, so that a busy database neither holds a slot for long
-/// nor pays a worker's start for every batch.
-const TURN_BATCHES: usize = 10;
 
 thread_local! {
     /// The worker is exiting on purpose.
@@ -74,11 +69,11 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     set_installed(database, Installed::Yes);
     wake::in_worker();
     let mut delivery = Delivery::new(slot);
-    let mut upkeep = Upkeep::new(shared::now(), upkeep_at);
-    let mut last_work = shared::now();
+    let mut upkeep = Upkeep::new(crate::time::now_us(), upkeep_at);
+    let mut last_work = crate::time::now_us();
     let mut batches = 0;
     if delivery.recover(&session) > 0 {
-        last_work = shared::now();
+        last_work = crate::time::now_us();
     }
 
     loop {
@@ -93,7 +88,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
                 pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
             }
         }
-        let now = shared::now();
+        let now = crate::time::now_us();
         let woken = take_wake(slot, now);
         if stop_requested(slot) || !gucs::ENABLED.get() {
             exit_cleanly();
@@ -108,25 +103,22 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         };
         let round = delivery.round(&session, || stop_requested(slot));
         batches += round.batches;
-        upkeep.run(&session, shared::now());
+        upkeep.run(&session, crate::time::now_us());
         if woken || round.claimed > 0 {
             last_work = now;
         }
         let asked = yield_asked(slot);
-        if asked && batches >= TURN_BATCHES {
+        match turns::after_round(asked, batches, round.claimed, round.more) {
             // its turn is over: at_exit puts the database back in line
-            exit_cleanly();
+            AfterRound::Leave => exit_cleanly(),
+            AfterRound::Again => continue,
+            AfterRound::Rest => {}
         }
-        // a full batch, or a worker asked to leave that delivered something
-        // this round: look again at once (nothing due means it may go)
-        if round.more || (asked && round.claimed > 0) {
-            continue;
-        }
-        let now = shared::now();
+        let now = crate::time::now_us();
         let next_due = session::transaction(|| session.tables(delivery::next_due));
-        let idle_us = gucs::IDLE_EXIT_S.get() as i64 * 1_000_000;
+        let idle_us = crate::time::seconds(gucs::IDLE_EXIT_S.get());
         let nothing_due = next_due.is_none_or(|due| due > now);
-        if nothing_due && (asked || now - last_work >= idle_us) {
+        if turns::leaves_idle(asked, nothing_due, now - last_work, idle_us) {
             let cleanup = session::transaction(|| session.tables(delivery::next_cleanup));
             if give_up_slot(slot, database, next_due, cleanup, &upkeep, now) {
                 exit_cleanly();
@@ -214,11 +206,8 @@ fn give_up_slot(
     if let Some(entry) = shared.database_mut(database) {
         entry.wanted_since.store(0, Ordering::Relaxed);
         entry.upkeep_at = upkeep.next_maintenance();
-        let cleanup = cleanup.map(|at| at.max(now + super::upkeep::quiet_us()));
-        let due = [next_due, cleanup].into_iter().flatten().min();
-        entry
-            .due_at
-            .store(due.unwrap_or(0).max(0), Ordering::Relaxed);
+        let visit = turns::next_visit(next_due, cleanup, now, super::upkeep::quiet_us());
+        entry.due_at.store(visit, Ordering::Relaxed);
     }
     true
 }
@@ -237,12 +226,16 @@ fn exit_cleanly() -> ! {
 /// Only the kernel calls it, as this process's SIGTERM handler.
 unsafe extern "C-unwind" fn on_sigterm(_signal: std::ffi::c_int) {
     // SAFETY: the flags are sig_atomic_t, which a signal handler may write,
-    // as die() does; SetLatch may be called from a signal handler, and
-    // MyLatch is set before the handler is installed.
+    // as die() does (volatile, so that the write is not put off); SetLatch
+    // may be called from a signal handler, and MyLatch is set before the
+    // handler is installed. errno is the interrupted code's, kept as die()
+    // keeps it.
     unsafe {
-        pg_sys::InterruptPending = 1;
-        pg_sys::ProcDiePending = 1;
+        let errno = *libc::__errno_location();
+        std::ptr::write_volatile(&raw mut pg_sys::InterruptPending, 1);
+        std::ptr::write_volatile(&raw mut pg_sys::ProcDiePending, 1);
         pg_sys::SetLatch(pg_sys::MyLatch);
+        *libc::__errno_location() = errno;
     }
 }
 
@@ -252,11 +245,13 @@ unsafe extern "C-unwind" fn on_sigterm(_signal: std::ffi::c_int) {
 ///
 /// Only the kernel calls it, as this process's SIGHUP handler.
 unsafe extern "C-unwind" fn on_sighup(_signal: std::ffi::c_int) {
-    // SAFETY: as in on_sigterm: a sig_atomic_t flag, and SetLatch on this
-    // process's latch.
+    // SAFETY: as in on_sigterm: a sig_atomic_t flag, SetLatch on this
+    // process's latch, and errno kept.
     unsafe {
-        pg_sys::ConfigReloadPending = 1;
+        let errno = *libc::__errno_location();
+        std::ptr::write_volatile(&raw mut pg_sys::ConfigReloadPending, 1);
         pg_sys::SetLatch(pg_sys::MyLatch);
+        *libc::__errno_location() = errno;
     }
 }
 
@@ -272,7 +267,7 @@ unsafe extern "C-unwind" fn on_sighup(_signal: std::ffi::c_int) {
 #[pg_guard]
 unsafe extern "C-unwind" fn at_exit(_code: i32, arg: pg_sys::Datum) {
     let slot = arg.value();
-    let now = shared::now();
+    let now = crate::time::now_us();
     let mut shared = SHARED.exclusive();
     let me = shared.workers[slot];
     let missed_wake = shared.wakes[slot].load(Ordering::Relaxed) > me.wake_seen_at;

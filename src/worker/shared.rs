@@ -197,10 +197,11 @@ impl Shared {
     /// The one to start a worker for next: the oldest request, past any
     /// pause after a failure.
     pub fn next_to_serve(&self, now: i64) -> Option<Oid> {
-        self.waiting_for_worker(now)
-            .filter(|d| d.not_before <= now)
-            .min_by_key(|d| d.wanted_since.load(Ordering::Relaxed))
-            .map(|d| d.oid)
+        super::turns::next_in_line(
+            self.waiting_for_worker(now)
+                .map(|d| (d.oid, d.wanted_since.load(Ordering::Relaxed), d.not_before)),
+            now,
+        )
     }
 
     /// The entry of `oid`, to read (and to change its atomics).
@@ -267,9 +268,4 @@ pub fn set_latch(procno: i32) {
 /// This process's index in ProcGlobal->allProcs.
 pub fn my_procno() -> i32 {
     crate::versions::my_proc_number()
-}
-
-pub fn now() -> i64 {
-    // SAFETY: reads the system clock; no precondition.
-    unsafe { pg_sys::GetCurrentTimestamp() }
 }

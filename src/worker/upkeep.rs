@@ -10,19 +10,15 @@ use pgrx::Spi;
 use super::delivery::report_stat;
 use super::session::{self, Session};
 use super::subxact;
-use crate::db;
+use super::turns;
 use crate::gucs;
 use crate::jobs;
-
-/// What queue_cleanup() removes at most per call: a call that removed this
-/// many leaves more, and the next upkeep comes soon.
-const CLEANUP_CHUNK: i64 = 10_000;
 
 /// How often expired leases are looked for (they are found by index, but
 /// a busy worker need not look between every two batches), and whether the
 /// live ring is due to rotate while a snapshot is held (that can be every
 /// few seconds under load; otherwise queue_maintain()'s cadence is enough).
-const EVERY_SECOND_US: i64 = 1_000_000;
+const EVERY_SECOND_US: i64 = crate::time::SECOND_US;
 
 /// A database without a worker is visited for its retention cleanup at
 /// most once every this many queue.upkeep_interval (a minute by default):
@@ -48,11 +44,7 @@ impl Upkeep {
     pub fn new(now: i64, due_at: i64) -> Upkeep {
         Upkeep {
             next_each_second: 0,
-            next_maintenance: if due_at > 0 {
-                due_at
-            } else {
-                now + interval_us()
-            },
+            next_maintenance: turns::first_maintenance(now, due_at, interval_us()),
         }
     }
 
@@ -85,18 +77,13 @@ impl Upkeep {
             // transaction could never have it alone to empty it
             upkeep(session, "SELECT queue_rotate_live()::int::bigint");
             let cleaned = upkeep(session, "SELECT queue_cleanup()");
-            let pause = if cleaned >= CLEANUP_CHUNK {
-                1_000_000
-            } else {
-                interval_us()
-            };
-            self.next_maintenance = now + pause;
+            self.next_maintenance = turns::next_maintenance(cleaned, now, interval_us());
         }
     }
 }
 
 fn interval_us() -> i64 {
-    gucs::UPKEEP_INTERVAL_S.get() as i64 * 1_000_000
+    crate::time::seconds(gucs::UPKEEP_INTERVAL_S.get())
 }
 
 /// What queue_bury_expired() does, until nothing is left, each chunk in a
@@ -106,7 +93,9 @@ fn interval_us() -> i64 {
 fn bury_expired(session: &Session) {
     loop {
         let buried = session::transaction(|| {
-            session.tables(|client| jobs::bury_expired(client, db::now_us(), jobs::BURIED_PER_CALL))
+            session.tables(|client| {
+                jobs::bury_expired(client, crate::time::now_us(), jobs::BURIED_PER_CALL)
+            })
         });
         report_stat();
         if buried == 0 {

@@ -97,7 +97,7 @@ unsafe extern "C-unwind" fn at_transaction_end(
 /// Sets the latch of `database`'s worker (for a delivery), or tells the
 /// launcher what the database wants.
 fn wake(database: pg_sys::Oid, ask: Ask) {
-    let now = shared::now();
+    let now = crate::time::now_us();
     {
         let shared = SHARED.share();
         if let Some(slot) = shared.worker_of(database) {
@@ -132,7 +132,7 @@ fn ask_launcher(shared: &shared::Shared, entry: &shared::Database, ask: Ask, now
         shared.rescan_at.store(now, Ordering::Relaxed);
     }
     if ask == Ask::Upkeep {
-        entry.due_by(now + gucs::UPKEEP_INTERVAL_S.get() as i64 * 1_000_000);
+        entry.due_by(now + crate::time::seconds(gucs::UPKEEP_INTERVAL_S.get()));
     } else {
         entry.want(now);
     }

@@ -1,0 +1,244 @@
+//! Who is served, and when: the launcher's and the workers' decisions as
+//! pure functions of what they know, so that they are tested without a
+//! server. How long a failing database waits, which workers are asked to
+//! give their slots up, what a worker does after a round, and when a
+//! database that its worker left needs one again.
+
+/// A worker asked for its slot while jobs are due delivers this many
+/// batches (counted from its start) before it leaves: a fair turn,
+/// measured in work, so that a busy database neither holds a slot for long
+/// nor pays a worker's start for every batch.
+pub const TURN_BATCHES: usize = 10;
+
+/// The pause before a database whose worker failed is served again: 1 s,
+/// doubling with each failure in a row, at most this.
+const MAX_FAILURE_PAUSE_US: i64 = 60 * crate::time::SECOND_US;
+const FIRST_FAILURE_PAUSE_US: i64 = crate::time::SECOND_US;
+
+/// How long a database whose worker did not exit on purpose `failures`
+/// times in a row waits for the next one, so that a failing database is
+/// never restarted in a loop.
+pub fn failure_pause_us(failures: u32) -> i64 {
+    (FIRST_FAILURE_PAUSE_US << failures.saturating_sub(1).min(6)).min(MAX_FAILURE_PAUSE_US)
+}
+
+/// The database to start a worker for next, among those that wait, as
+/// (oid, since when it waits, no worker before): the one waiting longest
+/// whose pause after a failure is over.
+pub fn next_in_line<T: Copy>(waiting: impl Iterator<Item = (T, i64, i64)>, now: i64) -> Option<T> {
+    waiting
+        .filter(|&(_, _, not_before)| not_before <= now)
+        .min_by_key(|&(_, since, _)| since)
+        .map(|(database, _, _)| database)
+}
+
+/// A running worker as the launcher weighs it when databases wait.
+#[derive(Clone, Copy, Debug)]
+pub struct Candidate {
+    pub slot: usize,
+    /// Delivering now (else idle, sleeping on its latch).
+    pub busy: bool,
+    /// When it started, for a busy one; when it last worked, for an idle one.
+    pub since: i64,
+}
+
+/// The slots whose workers are asked to give them up: as many as databases
+/// wait beyond the free slots and the workers already leaving; idle ones
+/// first, least recently active first (they leave at once), then busy ones,
+/// the longest serving first (they leave once their turn is over).
+pub fn to_ask(
+    waiting: usize,
+    free: usize,
+    leaving: usize,
+    mut candidates: Vec<Candidate>,
+) -> Vec<usize> {
+    let needed = waiting.saturating_sub(free + leaving);
+    candidates.sort_by_key(|c| (c.busy, c.since));
+    candidates
+        .into_iter()
+        .take(needed)
+        .map(|c| c.slot)
+        .collect()
+}
+
+/// What a worker does after a round.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum AfterRound {
+    /// Its turn is over: it leaves, and its database waits in line again.
+    Leave,
+    /// Another round at once: a batch came back full, or it was asked to
+    /// leave and must see that nothing is due before it goes.
+    Again,
+    /// Nothing more now: see whether to leave idle, else sleep.
+    Rest,
+}
+
+/// `asked`: the launcher wants the slot; `batches`: delivered since the
+/// worker started; `claimed`: jobs this round; `more`: a batch was full.
+pub fn after_round(asked: bool, batches: usize, claimed: usize, more: bool) -> AfterRound {
+    if asked && batches >= TURN_BATCHES {
+        AfterRound::Leave
+    } else if more || (asked && claimed > 0) {
+        AfterRound::Again
+    } else {
+        AfterRound::Rest
+    }
+}
+
+/// Whether a resting worker gives its slot up: only when nothing is due
+/// now, and then at once when the launcher asks, else after idle_exit
+/// without work.
+pub fn leaves_idle(asked: bool, nothing_due: bool, idle_for_us: i64, idle_exit_us: i64) -> bool {
+    nothing_due && (asked || idle_for_us >= idle_exit_us)
+}
+
+/// When a database whose worker leaves at `now` needs one again (0: never,
+/// until a commit asks): its next scheduled job or lease (`next_due`), or
+/// its next retention cleanup, put off to `quiet_us` from now at the
+/// earliest, so that jobs expiring one after another in a database nobody
+/// uses are removed a batch at a time.
+pub fn next_visit(next_due: Option<i64>, cleanup: Option<i64>, now: i64, quiet_us: i64) -> i64 {
+    let cleanup = cleanup.map(|at| at.max(now + quiet_us));
+    [next_due, cleanup]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(0)
+        .max(0)
+}
+
+/// When a worker that starts at `now` first runs queue_maintain(): when
+/// its database's last worker said it would be due (`recorded`), else one
+/// `interval` later, so that a database served by one short-lived worker
+/// after another does not run it at every start.
+pub fn first_maintenance(now: i64, recorded: i64, interval: i64) -> i64 {
+    if recorded > 0 {
+        recorded
+    } else {
+        now + interval
+    }
+}
+
+/// When queue_maintain() runs next after a run at `now` whose cleanup
+/// removed `cleaned` jobs: soon while it finds any (queue_cleanup() takes a
+/// bounded chunk per call, and is called until it finds none), else one
+/// `interval` later.
+pub fn next_maintenance(cleaned: i64, now: i64, interval: i64) -> i64 {
+    const AGAIN_SOON_US: i64 = crate::time::SECOND_US;
+    now + if cleaned > 0 { AGAIN_SOON_US } else { interval }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000;
+
+    #[test]
+    fn a_failing_database_waits_longer_each_time_up_to_a_minute() {
+        let pauses: Vec<i64> = (1..=9).map(|n| failure_pause_us(n) / S).collect();
+        assert_eq!(pauses, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(failure_pause_us(u32::MAX), 60 * S);
+    }
+
+    #[test]
+    fn the_longest_waiting_database_is_served_next_unless_paused() {
+        let now = 100;
+        let line = [("a", 50, 0), ("b", 10, 200), ("c", 20, 100), ("d", 30, 0)];
+        assert_eq!(next_in_line(line.into_iter(), now), Some("c"));
+        assert_eq!(next_in_line(line.into_iter(), 1_000), Some("b"));
+        assert_eq!(next_in_line(line[..1].iter().copied(), now), Some("a"));
+        assert_eq!(next_in_line(line[1..2].iter().copied(), now), None);
+    }
+
+    fn idle(slot: usize, since: i64) -> Candidate {
+        Candidate {
+            slot,
+            busy: false,
+            since,
+        }
+    }
+
+    fn busy(slot: usize, since: i64) -> Candidate {
+        Candidate {
+            slot,
+            busy: true,
+            since,
+        }
+    }
+
+    #[test]
+    fn idle_workers_are_asked_first_then_the_longest_serving() {
+        let workers = vec![busy(0, 5), idle(1, 30), busy(2, 1), idle(3, 10)];
+        assert_eq!(to_ask(1, 0, 0, workers.clone()), [3]);
+        assert_eq!(to_ask(2, 0, 0, workers.clone()), [3, 1]);
+        assert_eq!(to_ask(3, 0, 0, workers.clone()), [3, 1, 2]);
+        assert_eq!(to_ask(10, 0, 0, workers), [3, 1, 2, 0]);
+    }
+
+    #[test]
+    fn nobody_is_asked_while_free_slots_or_leaving_workers_cover_the_line() {
+        let workers = vec![idle(0, 1), idle(1, 2)];
+        assert!(to_ask(0, 0, 0, workers.clone()).is_empty());
+        assert!(to_ask(2, 2, 0, workers.clone()).is_empty());
+        assert!(to_ask(2, 1, 1, workers.clone()).is_empty());
+        assert_eq!(to_ask(3, 1, 1, workers), [0]);
+    }
+
+    #[test]
+    fn a_worker_asked_to_leave_finishes_its_turn_first() {
+        use AfterRound::*;
+        // not asked: full batches go on, anything else rests
+        assert_eq!(after_round(false, 50, 100, true), Again);
+        assert_eq!(after_round(false, 50, 3, false), Rest);
+        // asked: leaves once its turn of batches is over, whatever is due
+        assert_eq!(after_round(true, TURN_BATCHES, 100, true), Leave);
+        assert_eq!(after_round(true, TURN_BATCHES - 1, 100, true), Again);
+        // asked before its turn is over: looks again while it delivers,
+        // rests (and then leaves, nothing being due) once a round is empty
+        assert_eq!(after_round(true, 1, 3, false), Again);
+        assert_eq!(after_round(true, 1, 0, false), Rest);
+    }
+
+    #[test]
+    fn a_resting_worker_leaves_only_when_nothing_is_due() {
+        assert!(leaves_idle(true, true, 0, 60 * S));
+        assert!(!leaves_idle(true, false, 0, 60 * S));
+        assert!(!leaves_idle(false, true, 59 * S, 60 * S));
+        assert!(leaves_idle(false, true, 60 * S, 60 * S));
+        assert!(!leaves_idle(false, false, 600 * S, 60 * S));
+    }
+
+    #[test]
+    fn maintenance_runs_when_the_last_worker_said_and_again_soon_while_it_cleans() {
+        let (now, interval) = (1_000 * S, 10 * S);
+        assert_eq!(first_maintenance(now, 0, interval), now + interval);
+        assert_eq!(first_maintenance(now, now - 5 * S, interval), now - 5 * S);
+        assert_eq!(next_maintenance(0, now, interval), now + interval);
+        assert_eq!(next_maintenance(10_000, now, interval), now + S);
+        assert_eq!(next_maintenance(1, now, interval), now + S);
+    }
+
+    #[test]
+    fn a_database_left_is_visited_for_its_next_job_or_a_cleanup_put_off() {
+        let now = 1_000 * S;
+        let quiet = 60 * S;
+        assert_eq!(next_visit(None, None, now, quiet), 0);
+        assert_eq!(next_visit(Some(now + 5 * S), None, now, quiet), now + 5 * S);
+        // a cleanup due now waits a quiet interval; one due later, till then
+        assert_eq!(next_visit(None, Some(now - S), now, quiet), now + quiet);
+        assert_eq!(
+            next_visit(None, Some(now + 3_600 * S), now, quiet),
+            now + 3_600 * S
+        );
+        // the earlier of the two
+        assert_eq!(
+            next_visit(Some(now + 5 * S), Some(now), now, quiet),
+            now + 5 * S
+        );
+        assert_eq!(
+            next_visit(Some(now + 90 * S), Some(now), now, quiet),
+            now + quiet
+        );
+    }
+}
