@@ -1,14 +1,22 @@
-# A thin layer over cargo-pgrx. PG_CONFIG picks the PostgreSQL to build for.
-PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+# A thin layer over cargo-pgrx. PG_CONFIG picks the PostgreSQL to build
+# for (install, demo, benchmarks: Debian's 15 by default); `make test` runs
+# every tier on each version of PG_VERSIONS.
+PG15_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+PG18_CONFIG ?= /usr/local/pgsql-18/bin/pg_config
+PG_CONFIG ?= $(PG15_CONFIG)
+PG_VERSIONS ?= 15 18
 export PG_CONFIG
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 PGVER := $(shell $(PG_CONFIG) --version 2>/dev/null | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
-TEST_PGDATA ?= /tmp/queue-test-pgdata
+TEST_PGDATA ?= /tmp/queue-test-pgdata-$(PGVER)
+# where `make old-release` puts the released 0.1.0's library (upgrade test)
+OLD_LIBDIR := $(CURDIR)/target/old-release/0.1.0/lib
 
-.PHONY: setup install install-debug test unit regress client demo clean
+.PHONY: setup install install-debug test test-version unit regress client old-release \
+        pg-upgrade demo clean
 
-## setup: system packages, cargo-pgrx and its init (skipped when done)
+## setup: system packages, PostgreSQL 18 built from source, cargo-pgrx and its init (each skipped when done)
 setup:
 	scripts/setup.sh
 
@@ -19,8 +27,19 @@ install: setup
 install-debug: setup
 	cargo pgrx install --pg-config $(PG_CONFIG)
 
-## test: every test tier: unit and #[pg_test], golden SQL tests, client tests
-test: unit regress client
+## test: every test tier on every version of PG_VERSIONS (PG_VERSIONS=15 for one), then pg_upgrade from 15 to 18
+test: setup
+	@for v in $(PG_VERSIONS); do \
+	    echo "== PostgreSQL $$v: unit and #[pg_test], golden SQL tests, client tests"; \
+	    $(MAKE) --no-print-directory test-version PG_CONFIG=$$($(MAKE) -s pg-config-of V=$$v) || exit 1; \
+	done
+	@case " $(PG_VERSIONS) " in *" 15 "*" 18 "*) $(MAKE) --no-print-directory pg-upgrade ;; esac
+
+pg-config-of:
+	@case "$(V)" in 15) echo $(PG15_CONFIG) ;; 18) echo $(PG18_CONFIG) ;; \
+	    *) echo "PG_VERSIONS: 15 and 18 are supported, not $(V)" >&2; exit 1 ;; esac
+
+test-version: unit regress client
 
 unit: setup
 	@if [ "$$(id -u)" -eq 0 ]; then install -d -o postgres -g postgres $(TEST_PGDATA); fi
@@ -29,8 +48,22 @@ unit: setup
 regress: install-debug
 	scripts/regress.sh
 
+# The upgrade from 0.1.0 runs on 15, the only version 0.1.0 was built for.
 client: install-debug
-	cargo test -p queue-client-tests -- --test-threads=1
+	@if [ "$(PGVER)" = 15 ]; then $(MAKE) --no-print-directory old-release; fi
+	QUEUE_OLD_LIBDIR=$(OLD_LIBDIR) cargo test -p queue-client-tests -- --test-threads=1 \
+	    --skip pg_upgrade_from_15_to_18 $(if $(filter 15,$(PGVER)),,--skip an_update_from_0_1_0)
+
+## old-release: the released 0.1.0 built from its commit (for the upgrade test; once)
+old-release: setup
+	PG_CONFIG=$(PG15_CONFIG) scripts/old-release.sh
+
+## pg-upgrade: pg_upgrade of a 15 cluster with queues to 18 (the extension installed into both)
+pg-upgrade: setup
+	cargo pgrx install --pg-config $(PG15_CONFIG)
+	cargo pgrx install --pg-config $(PG18_CONFIG)
+	QUEUE_PG15_CONFIG=$(PG15_CONFIG) QUEUE_PG18_CONFIG=$(PG18_CONFIG) \
+	    cargo test -p queue-client-tests --test pg_upgrade -- --test-threads=1
 
 ## demo: install, start a throwaway cluster, show a queue at work, stop it
 demo: install
@@ -54,3 +87,14 @@ bench-smoke: install
 	cargo build -p pgmq-install
 	BENCH_ROUNDS=1 BENCH_SECS=1 BENCH_FILL=20000 BENCH_DRAIN_JOBS=2000 BENCH_DOC= \
 	    BENCH_DIR=/tmp/qbench/smoke BENCH_PORT=54419 bench/compare.sh
+
+## bench-tenants: push delivery across 60, then 500 tenant databases on the default 4 worker slots: bursts, steady load, after idle, the launcher's idle CPU (about 15 min; each phase waits at most 300 s for its deliveries); writes BENCHMARKS.md
+## bench-tenants-smoke: the same with 6 databases and short phases (about a minute), only to show that it still runs
+.PHONY: bench-tenants bench-tenants-smoke
+bench-tenants: install
+	cargo build --release -p queue-bench-tenants
+	bench/tenants.sh
+bench-tenants-smoke: install
+	cargo build --release -p queue-bench-tenants
+	BENCH_TENANTS=6 BENCH_STEADY_SECS=5 BENCH_SMOKE=1 BENCH_DOC= \
+	    BENCH_DIR=/tmp/qbench/tenants-smoke BENCH_PORT=54461 bench/tenants.sh

@@ -41,9 +41,10 @@ pub struct Database {
     pub failures: u32,
     /// A command needs the database without a worker until then.
     pub blocked_until: i64,
-    /// When its queue_maintain() is next due, as its last worker left it;
-    /// 0: unknown (a worker's first run comes one interval after it starts).
-    pub upkeep_at: i64,
+    /// When its queue_maintain() is owed (its last worker moved jobs, a
+    /// pull queue's commit changed something, or a retention cleanup falls
+    /// due); 0: nothing owed. The next worker runs it from then on.
+    pub upkeep_at: AtomicI64,
 }
 
 impl Database {
@@ -58,7 +59,7 @@ impl Database {
             not_before: 0,
             failures: 0,
             blocked_until: 0,
-            upkeep_at: 0,
+            upkeep_at: AtomicI64::new(0),
         }
     }
 
@@ -87,12 +88,12 @@ impl Database {
 
     /// It needs a worker at `at` at the latest.
     pub fn due_by(&self, at: i64) {
-        let at = at.max(1);
-        let _ = self
-            .due_at
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |due| {
-                (due == 0 || at < due).then_some(at)
-            });
+        earliest(&self.due_at, at);
+    }
+
+    /// Its upkeep is owed from `at` at the latest (the earlier time wins).
+    pub fn owe_upkeep_by(&self, at: i64) {
+        earliest(&self.upkeep_at, at);
     }
 
     /// Wants a worker, is allowed one now, and its extension is not known
@@ -116,9 +117,17 @@ impl Database {
             not_before: other.not_before,
             failures: other.failures,
             blocked_until: other.blocked_until,
-            upkeep_at: other.upkeep_at,
+            upkeep_at: AtomicI64::new(other.upkeep_at.load(Ordering::Relaxed)),
         };
     }
+}
+
+/// Sets `time` (0: none) to `at` unless it holds an earlier time already.
+fn earliest(time: &AtomicI64, at: i64) {
+    let at = at.max(1);
+    let _ = time.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |was| {
+        (was == 0 || at < was).then_some(at)
+    });
 }
 
 /// The table, mapped at the same address in every process (the postmaster

@@ -60,7 +60,9 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         me.pid = unsafe { pg_sys::MyProcPid };
         me.procno = shared::my_procno();
         me.state = State::Idle;
-        shared.database(database).map_or(0, |d| d.upkeep_at)
+        shared
+            .database(database)
+            .map_or(0, |d| d.upkeep_at.load(Ordering::Relaxed))
     };
     let Some(mut session) = session::transaction(|| Session::find(None)) else {
         set_installed(database, Installed::No);
@@ -103,9 +105,14 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         };
         let round = delivery.round(&session, || stop_requested(slot));
         batches += round.batches;
-        upkeep.run(&session, crate::time::now_us());
+        // (a worker whose slot another database waits for puts its
+        // maintenance off, within limits: see Upkeep::run)
+        upkeep.run(&session, crate::time::now_us(), yield_asked(slot));
         if woken || round.claimed > 0 {
             last_work = now;
+        }
+        if round.claimed > 0 {
+            upkeep.note_work();
         }
         let asked = yield_asked(slot);
         match turns::after_round(asked, batches, round.claimed, round.more) {
@@ -205,8 +212,12 @@ fn give_up_slot(
     shared.workers[slot].state = State::Stopping;
     if let Some(entry) = shared.database_mut(database) {
         entry.wanted_since.store(0, Ordering::Relaxed);
-        entry.upkeep_at = upkeep.next_maintenance();
-        let visit = turns::next_visit(next_due, cleanup, now, super::upkeep::quiet_us());
+        // the upkeep owed (maintenance, or a retention cleanup), for the
+        // worker of the visit it asks for
+        let owed = [cleanup, upkeep.owed_at()].into_iter().flatten().min();
+        let owed = owed.map_or(0, |at| at.max(now + super::upkeep::quiet_us()));
+        entry.upkeep_at.store(owed, Ordering::Relaxed);
+        let visit = turns::next_visit(next_due, Some(owed).filter(|&at| at > 0), now, 0);
         entry.due_at.store(visit, Ordering::Relaxed);
     }
     true

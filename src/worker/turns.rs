@@ -94,12 +94,13 @@ pub fn leaves_idle(asked: bool, nothing_due: bool, idle_for_us: i64, idle_exit_u
 
 /// When a database whose worker leaves at `now` needs one again (0: never,
 /// until a commit asks): its next scheduled job or lease (`next_due`), or
-/// its next retention cleanup, put off to `quiet_us` from now at the
-/// earliest, so that jobs expiring one after another in a database nobody
-/// uses are removed a batch at a time.
-pub fn next_visit(next_due: Option<i64>, cleanup: Option<i64>, now: i64, quiet_us: i64) -> i64 {
-    let cleanup = cleanup.map(|at| at.max(now + quiet_us));
-    [next_due, cleanup]
+/// its upkeep (`upkeep`: the next retention cleanup, or maintenance owed),
+/// put off to `quiet_us` from now at the earliest, so that jobs expiring
+/// one after another in a database nobody uses are removed a batch at a
+/// time, and maintenance happens after a burst rather than during it.
+pub fn next_visit(next_due: Option<i64>, upkeep: Option<i64>, now: i64, quiet_us: i64) -> i64 {
+    let upkeep = upkeep.map(|at| at.max(now + quiet_us));
+    [next_due, upkeep]
         .into_iter()
         .flatten()
         .min()
@@ -116,6 +117,19 @@ pub fn first_maintenance(now: i64, recorded: i64, interval: i64) -> i64 {
         recorded
     } else {
         now + interval
+    }
+}
+
+/// Whether queue_maintain(), due at `due`, runs at `now`: when due and
+/// `owed` (jobs moved since it last ran), unless the worker is in a `hurry`
+/// (another database waits for its slot); in a hurry, or when nothing is
+/// owed (its retention cleanup may still find expired jobs), only once it
+/// is overdue by `grace`.
+pub fn maintenance_due(now: i64, due: i64, owed: bool, hurry: bool, grace: i64) -> bool {
+    now >= if owed && !hurry {
+        due
+    } else {
+        due.saturating_add(grace)
     }
 }
 
@@ -217,6 +231,19 @@ mod tests {
         assert_eq!(next_maintenance(0, now, interval), now + interval);
         assert_eq!(next_maintenance(10_000, now, interval), now + S);
         assert_eq!(next_maintenance(1, now, interval), now + S);
+    }
+
+    #[test]
+    fn a_worker_in_a_hurry_puts_maintenance_off_but_not_for_ever() {
+        let (due, grace) = (1_000 * S, 60 * S);
+        // owed: when due, or a grace later in a hurry
+        assert!(!maintenance_due(due - 1, due, true, false, grace));
+        assert!(maintenance_due(due, due, true, false, grace));
+        assert!(!maintenance_due(due + 59 * S, due, true, true, grace));
+        assert!(maintenance_due(due + 60 * S, due, true, true, grace));
+        // not owed: a grace later all the same (retention cleanup)
+        assert!(!maintenance_due(due + 59 * S, due, false, false, grace));
+        assert!(maintenance_due(due + 60 * S, due, false, false, grace));
     }
 
     #[test]

@@ -34,32 +34,48 @@ pub fn quiet_us() -> i64 {
 pub struct Upkeep {
     next_each_second: i64,
     next_maintenance: i64,
+    /// Jobs moved since queue_maintain() last ran in this database: its
+    /// maintenance is owed (a database without activity owes none).
+    owed: bool,
 }
 
 impl Upkeep {
     /// A worker starting at `now` runs queue_maintain() when its database's
-    /// last worker said it would next be due (`due_at`), or, when that is
-    /// unknown, one queue.upkeep_interval later: a database served by one
-    /// short-lived worker after another must not run it at every start.
-    pub fn new(now: i64, due_at: i64) -> Upkeep {
+    /// last worker said it would be owed (`owed_at`, 0: none), or one
+    /// queue.upkeep_interval after it has moved jobs: a database served by
+    /// one short-lived worker after another neither runs it at every start
+    /// nor goes without it.
+    pub fn new(now: i64, owed_at: i64) -> Upkeep {
         Upkeep {
             next_each_second: 0,
-            next_maintenance: turns::first_maintenance(now, due_at, interval_us()),
+            next_maintenance: turns::first_maintenance(now, owed_at, interval_us()),
+            owed: owed_at > 0,
         }
     }
 
-    /// When queue_maintain() is next due.
-    pub fn next_maintenance(&self) -> i64 {
-        self.next_maintenance
+    /// The worker moved jobs: maintenance is owed.
+    pub fn note_work(&mut self) {
+        self.owed = true;
+    }
+
+    /// When queue_maintain() is owed, if it is (what a leaving worker
+    /// records for the next one, and for the launcher's visit).
+    pub fn owed_at(&self) -> Option<i64> {
+        self.owed.then_some(self.next_maintenance)
     }
 
     /// When the next upkeep falls due: the worker wakes for it.
     pub fn next_at(&self) -> i64 {
-        self.next_each_second.min(self.next_maintenance)
+        let grace = if self.owed { 0 } else { quiet_us() };
+        self.next_each_second.min(self.next_maintenance + grace)
     }
 
-    /// Does what is due at `now`.
-    pub fn run(&mut self, session: &Session, now: i64) {
+    /// Does what is due at `now`. `hurry`: another database waits for this
+    /// worker's slot; queue_maintain() (tens of milliseconds in a worker
+    /// that has just started) then waits, unless it is overdue by a quiet
+    /// interval: a burst across many databases is not slowed down by each
+    /// one's maintenance, and a database always gets it at last.
+    pub fn run(&mut self, session: &Session, now: i64, hurry: bool) {
         if now >= self.next_each_second {
             bury_expired(session);
             // (CASE: evaluated in this order; a WHERE clause on a volatile
@@ -70,7 +86,7 @@ impl Upkeep {
             );
             self.next_each_second = now + EVERY_SECOND_US;
         }
-        if now >= self.next_maintenance {
+        if turns::maintenance_due(now, self.next_maintenance, self.owed, hurry, quiet_us()) {
             // queue_maintain()'s two parts, each in a transaction of its
             // own: writers held up by a rotation's lock on the live
             // partition hold queue_tallies meanwhile, and a fold in the same
@@ -78,6 +94,8 @@ impl Upkeep {
             upkeep(session, "SELECT queue_rotate_live()::int::bigint");
             let cleaned = upkeep(session, "SELECT queue_cleanup()");
             self.next_maintenance = turns::next_maintenance(cleaned, now, interval_us());
+            // (owed again at once while cleanup finds jobs)
+            self.owed = cleaned > 0;
         }
     }
 }

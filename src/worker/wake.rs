@@ -132,7 +132,9 @@ fn ask_launcher(shared: &shared::Shared, entry: &shared::Database, ask: Ask, now
         shared.rescan_at.store(now, Ordering::Relaxed);
     }
     if ask == Ask::Upkeep {
-        entry.due_by(now + crate::time::seconds(gucs::UPKEEP_INTERVAL_S.get()));
+        let at = now + crate::time::seconds(gucs::UPKEEP_INTERVAL_S.get());
+        entry.owe_upkeep_by(at);
+        entry.due_by(at);
     } else {
         entry.want(now);
     }
