@@ -154,6 +154,21 @@ impl Drop for SearchPath {
     }
 }
 
+/// The extension installed now: its oid and the search path of its
+/// statements (search_path_of); None when it is not installed. (The
+/// worker's look-up, from the same cache as the API's.)
+pub fn installed_extension() -> Option<(Oid, std::ffi::CString)> {
+    // SAFETY: a catalog lookup inside the caller's transaction, with a
+    // NUL-terminated literal; missing_ok makes a missing extension
+    // InvalidOid, not an ERROR.
+    let oid = unsafe { pg_sys::get_extension_oid(c"queue".as_ptr(), true) };
+    if oid == Oid::INVALID {
+        return None;
+    }
+    let found = extension();
+    Some((found.oid, search_path_of(found.schema)))
+}
+
 /// `pg_catalog, <the schema, quoted>, pg_temp`, looked up at every call
 /// (a syscache probe), so that a renamed schema is followed.
 fn search_path_of(schema: Oid) -> std::ffi::CString {

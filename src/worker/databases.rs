@@ -41,6 +41,11 @@ pub struct Database {
     pub failures: u32,
     /// A command needs the database without a worker until then.
     pub blocked_until: i64,
+    /// No job can be left in flight by a stopped worker: one recovered the
+    /// database since shared memory was set up (at server start, and after
+    /// a crash), and every worker since exited cleanly, between rounds.
+    /// Else the next worker looks for such jobs first.
+    pub recovered: bool,
     /// When its queue_maintain() is owed (its last worker moved jobs, a
     /// pull queue's commit changed something, or a retention cleanup falls
     /// due); 0: nothing owed. The next worker runs it from then on.
@@ -59,6 +64,7 @@ impl Database {
             not_before: 0,
             failures: 0,
             blocked_until: 0,
+            recovered: false,
             upkeep_at: AtomicI64::new(0),
         }
     }
@@ -117,6 +123,7 @@ impl Database {
             not_before: other.not_before,
             failures: other.failures,
             blocked_until: other.blocked_until,
+            recovered: other.recovered,
             upkeep_at: AtomicI64::new(other.upkeep_at.load(Ordering::Relaxed)),
         };
     }

@@ -52,7 +52,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     let database = SHARED.share().workers[slot].database;
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(database), None);
     super::name_this_process("queue worker");
-    let upkeep_at = {
+    let (upkeep_at, recovered) = {
         let mut shared = SHARED.exclusive();
         let me = &mut shared.workers[slot];
         // SAFETY: MyProcPid is set when the process starts and never
@@ -60,9 +60,9 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         me.pid = unsafe { pg_sys::MyProcPid };
         me.procno = shared::my_procno();
         me.state = State::Idle;
-        shared
-            .database(database)
-            .map_or(0, |d| d.upkeep_at.load(Ordering::Relaxed))
+        shared.database(database).map_or((0, false), |d| {
+            (d.upkeep_at.load(Ordering::Relaxed), d.recovered)
+        })
     };
     let Some(mut session) = session::transaction(|| Session::find(None)) else {
         set_installed(database, Installed::No);
@@ -74,8 +74,13 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     let mut upkeep = Upkeep::new(crate::time::now_us(), upkeep_at);
     let mut last_work = crate::time::now_us();
     let mut batches = 0;
-    if delivery.recover(&session) > 0 {
-        last_work = crate::time::now_us();
+    if !recovered {
+        if delivery.recover(&session) > 0 {
+            last_work = crate::time::now_us();
+        }
+        if let Some(entry) = SHARED.exclusive().database_mut(database) {
+            entry.recovered = true;
+        }
     }
 
     loop {
@@ -126,7 +131,11 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         let idle_us = crate::time::seconds(gucs::IDLE_EXIT_S.get());
         let nothing_due = next_due.is_none_or(|due| due > now);
         if turns::leaves_idle(asked, nothing_due, now - last_work, idle_us) {
-            let cleanup = session::transaction(|| session.tables(delivery::next_cleanup));
+            // (when maintenance is owed, its visit's worker asks instead)
+            let cleanup = match upkeep.owed_at() {
+                Some(_) => None,
+                None => session::transaction(|| session.tables(delivery::next_cleanup)),
+            };
             if give_up_slot(slot, database, next_due, cleanup, &upkeep, now) {
                 exit_cleanly();
             }
@@ -290,6 +299,11 @@ unsafe extern "C-unwind" fn at_exit(_code: i32, arg: pg_sys::Datum) {
     if let Some(entry) = shared.database_mut(me.database) {
         if (missed_wake || work_left) && entry.installed() != Installed::No {
             entry.want(now);
+        }
+        // an exit in the middle of a round (an error, SIGTERM) may leave
+        // jobs in flight: the next worker looks for them
+        if !CLEAN_EXIT.get() {
+            entry.recovered = false;
         }
     }
     if shared.launcher_procno >= 0 {

@@ -7,7 +7,6 @@ use std::panic::AssertUnwindSafe;
 
 use pgrx::pg_sys;
 use pgrx::spi::SpiClient;
-use pgrx::Spi;
 
 use crate::db;
 
@@ -32,27 +31,13 @@ impl Session {
     /// another schema fails its next statement, and its successor looks
     /// the schema up again.)
     pub fn find(known: Option<Session>) -> Option<Session> {
-        // SAFETY: a catalog lookup inside the caller's transaction, with a
-        // NUL-terminated literal; missing_ok makes a missing extension
-        // InvalidOid, not an ERROR.
-        let extension = unsafe { pg_sys::get_extension_oid(c"queue".as_ptr(), true) };
-        if extension == pg_sys::Oid::INVALID {
-            return None;
-        }
+        let (extension, search_path) = db::installed_extension()?;
         if let Some(known) = known.filter(|k| k.extension == extension) {
             return Some(known);
         }
-        let schema = Spi::get_one::<String>(
-            "SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e \
-               JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
-              WHERE e.extname = 'queue'",
-        )
-        .ok()
-        .flatten()?;
         Some(Session {
             extension,
-            search_path: CString::new(format!("pg_catalog, {schema}, pg_temp"))
-                .expect("a schema name without NUL"),
+            search_path,
         })
     }
 

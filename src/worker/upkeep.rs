@@ -32,7 +32,12 @@ pub fn quiet_us() -> i64 {
 }
 
 pub struct Upkeep {
-    next_each_second: i64,
+    /// The every-second looks: expired leases (from the start, since a
+    /// worker may have been started for one), and the rotation under a held
+    /// snapshot (from a second in: a worker that delivers one job and
+    /// leaves need not look at pg_stat_activity).
+    next_bury: i64,
+    next_rotation_check: i64,
     next_maintenance: i64,
     /// Jobs moved since queue_maintain() last ran in this database: its
     /// maintenance is owed (a database without activity owes none).
@@ -47,7 +52,8 @@ impl Upkeep {
     /// nor goes without it.
     pub fn new(now: i64, owed_at: i64) -> Upkeep {
         Upkeep {
-            next_each_second: 0,
+            next_bury: 0,
+            next_rotation_check: now + EVERY_SECOND_US,
             next_maintenance: turns::first_maintenance(now, owed_at, interval_us()),
             owed: owed_at > 0,
         }
@@ -67,7 +73,9 @@ impl Upkeep {
     /// When the next upkeep falls due: the worker wakes for it.
     pub fn next_at(&self) -> i64 {
         let grace = if self.owed { 0 } else { quiet_us() };
-        self.next_each_second.min(self.next_maintenance + grace)
+        self.next_bury
+            .min(self.next_rotation_check)
+            .min(self.next_maintenance + grace)
     }
 
     /// Does what is due at `now`. `hurry`: another database waits for this
@@ -76,15 +84,18 @@ impl Upkeep {
     /// interval: a burst across many databases is not slowed down by each
     /// one's maintenance, and a database always gets it at last.
     pub fn run(&mut self, session: &Session, now: i64, hurry: bool) {
-        if now >= self.next_each_second {
+        if now >= self.next_bury {
             bury_expired(session);
+            self.next_bury = now + EVERY_SECOND_US;
+        }
+        if now >= self.next_rotation_check {
             // (CASE: evaluated in this order; a WHERE clause on a volatile
             // function is not, and the rotation ran by every rule then)
             upkeep(
                 session,
                 "SELECT CASE WHEN queue_cleanup_held_back() THEN queue_rotate_live()::int ELSE 0 END::bigint",
             );
-            self.next_each_second = now + EVERY_SECOND_US;
+            self.next_rotation_check = now + EVERY_SECOND_US;
         }
         if turns::maintenance_due(now, self.next_maintenance, self.owed, hurry, quiet_us()) {
             // queue_maintain()'s two parts, each in a transaction of its
