@@ -46,6 +46,10 @@ pub struct Database {
     /// a crash), and every worker since exited cleanly, between rounds.
     /// Else the next worker looks for such jobs first.
     pub recovered: bool,
+    /// It wants a worker because something fell due (a visit), not because
+    /// a commit asked: its worker leaves as soon as nothing is due, unless
+    /// it gets work meanwhile.
+    pub visit: bool,
     /// When its queue_maintain() is owed (its last worker moved jobs, a
     /// pull queue's commit changed something, or a retention cleanup falls
     /// due); 0: nothing owed. The next worker runs it from then on.
@@ -65,6 +69,7 @@ impl Database {
             failures: 0,
             blocked_until: 0,
             recovered: false,
+            visit: false,
             upkeep_at: AtomicI64::new(0),
         }
     }
@@ -124,6 +129,7 @@ impl Database {
             failures: other.failures,
             blocked_until: other.blocked_until,
             recovered: other.recovered,
+            visit: other.visit,
             upkeep_at: AtomicI64::new(other.upkeep_at.load(Ordering::Relaxed)),
         };
     }

@@ -52,7 +52,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     let database = SHARED.share().workers[slot].database;
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(database), None);
     super::name_this_process("queue worker");
-    let (upkeep_at, recovered) = {
+    let (upkeep_at, recovered, visit) = {
         let mut shared = SHARED.exclusive();
         let me = &mut shared.workers[slot];
         // SAFETY: MyProcPid is set when the process starts and never
@@ -60,9 +60,14 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         me.pid = unsafe { pg_sys::MyProcPid };
         me.procno = shared::my_procno();
         me.state = State::Idle;
-        shared.database(database).map_or((0, false), |d| {
-            (d.upkeep_at.load(Ordering::Relaxed), d.recovered)
-        })
+        match shared.database_mut(database) {
+            Some(entry) => (
+                entry.upkeep_at.load(Ordering::Relaxed),
+                entry.recovered,
+                std::mem::take(&mut entry.visit),
+            ),
+            None => (0, false, false),
+        }
     };
     let Some(mut session) = session::transaction(|| Session::find(None)) else {
         set_installed(database, Installed::No);
@@ -72,11 +77,13 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     wake::in_worker();
     let mut delivery = Delivery::new(slot);
     let mut upkeep = Upkeep::new(crate::time::now_us(), upkeep_at);
-    let mut last_work = crate::time::now_us();
+    // When the worker last had work (a job, a wake-up, its start); None:
+    // not yet, for a visit, which leaves as soon as nothing is due.
+    let mut last_work = (!visit).then(crate::time::now_us);
     let mut batches = 0;
     if !recovered {
         if delivery.recover(&session) > 0 {
-            last_work = crate::time::now_us();
+            last_work = Some(crate::time::now_us());
         }
         if let Some(entry) = SHARED.exclusive().database_mut(database) {
             entry.recovered = true;
@@ -114,7 +121,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         // maintenance off, within limits: see Upkeep::run)
         upkeep.run(&session, crate::time::now_us(), yield_asked(slot));
         if woken || round.claimed > 0 {
-            last_work = now;
+            last_work = Some(now);
         }
         if round.claimed > 0 {
             upkeep.note_work();
@@ -130,7 +137,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         let next_due = session::transaction(|| session.tables(delivery::next_due));
         let idle_us = crate::time::seconds(gucs::IDLE_EXIT_S.get());
         let nothing_due = next_due.is_none_or(|due| due > now);
-        if turns::leaves_idle(asked, nothing_due, now - last_work, idle_us) {
+        if turns::leaves_idle(asked, nothing_due, last_work.map(|at| now - at), idle_us) {
             // (when maintenance is owed, its visit's worker asks instead)
             let cleanup = match upkeep.owed_at() {
                 Some(_) => None,
@@ -140,7 +147,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
                 exit_cleanly();
             }
         }
-        let until_idle = (last_work + idle_us - now).max(0);
+        let until_idle = last_work.map_or(0, |at| (at + idle_us - now).max(0));
         // a due time already past that this round could not serve (its
         // job is locked by someone) is looked at again a little later
         let until_due = next_due.map_or(i64::MAX, |due| (due - now).max(MIN_SLEEP_US));

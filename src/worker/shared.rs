@@ -235,6 +235,9 @@ impl Shared {
         for entry in self.databases_mut() {
             let due = entry.due_at.load(Ordering::Relaxed);
             if due > 0 && due <= now {
+                if !entry.wanted() {
+                    entry.visit = true;
+                }
                 entry.want(now);
                 entry.due_at.store(0, Ordering::Relaxed);
             }

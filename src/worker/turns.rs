@@ -86,10 +86,16 @@ pub fn after_round(asked: bool, batches: usize, claimed: usize, more: bool) -> A
 }
 
 /// Whether a resting worker gives its slot up: only when nothing is due
-/// now, and then at once when the launcher asks, else after idle_exit
-/// without work.
-pub fn leaves_idle(asked: bool, nothing_due: bool, idle_for_us: i64, idle_exit_us: i64) -> bool {
-    nothing_due && (asked || idle_for_us >= idle_exit_us)
+/// now, and then at once when the launcher asks or when it has had no work
+/// since it started for a visit (`idle_for_us` None), else after idle_exit
+/// without work (a steady trickle of jobs keeps its worker).
+pub fn leaves_idle(
+    asked: bool,
+    nothing_due: bool,
+    idle_for_us: Option<i64>,
+    idle_exit_us: i64,
+) -> bool {
+    nothing_due && (asked || idle_for_us.is_none_or(|idle| idle >= idle_exit_us))
 }
 
 /// When a database whose worker leaves at `now` needs one again (0: never,
@@ -216,11 +222,14 @@ mod tests {
 
     #[test]
     fn a_resting_worker_leaves_only_when_nothing_is_due() {
-        assert!(leaves_idle(true, true, 0, 60 * S));
-        assert!(!leaves_idle(true, false, 0, 60 * S));
-        assert!(!leaves_idle(false, true, 59 * S, 60 * S));
-        assert!(leaves_idle(false, true, 60 * S, 60 * S));
-        assert!(!leaves_idle(false, false, 600 * S, 60 * S));
+        assert!(leaves_idle(true, true, Some(0), 60 * S));
+        assert!(!leaves_idle(true, false, Some(0), 60 * S));
+        assert!(!leaves_idle(false, true, Some(59 * S), 60 * S));
+        assert!(leaves_idle(false, true, Some(60 * S), 60 * S));
+        assert!(!leaves_idle(false, false, Some(600 * S), 60 * S));
+        // a worker that has had no work (a visit) leaves once nothing is due
+        assert!(leaves_idle(false, true, None, 60 * S));
+        assert!(!leaves_idle(false, false, None, 60 * S));
     }
 
     #[test]
