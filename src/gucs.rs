@@ -158,13 +158,24 @@ fn define_max_workers() {
 }
 
 /// Sets a setting until the current GUC nest level ends, as a function's
-/// SET clause does.
+/// SET clause does. An invalid value raises an ERROR.
 pub fn set_for_scope(name: &std::ffi::CStr, value: &std::ffi::CStr) {
+    set_in_nest_level(name, value, 0);
+}
+
+/// `set_for_scope`, but a value that cannot be applied is skipped (and
+/// reported at DEBUG1) instead of raising an ERROR: whether it was applied.
+pub fn try_set_for_scope(name: &std::ffi::CStr, value: &std::ffi::CStr) -> bool {
+    set_in_nest_level(name, value, pg_sys::DEBUG1 as i32) > 0
+}
+
+fn set_in_nest_level(name: &std::ffi::CStr, value: &std::ffi::CStr, elevel: i32) -> i32 {
     // SAFETY: name and value are NUL-terminated and outlive the call, which
     // copies them. Callers are inside a transaction and have opened the GUC
     // nest level (NewGUCNestLevel) that GUC_ACTION_SAVE ties the value to.
-    // An invalid value raises an ERROR, which unwinds as any PostgreSQL
-    // error.
+    // With elevel 0 an invalid value raises an ERROR, which unwinds as any
+    // PostgreSQL error; with DEBUG1 it returns 0 (one that a check hook
+    // raises anyway unwinds all the same).
     unsafe {
         pg_sys::set_config_option(
             name.as_ptr(),
@@ -173,8 +184,8 @@ pub fn set_for_scope(name: &std::ffi::CStr, value: &std::ffi::CStr) {
             pg_sys::GucSource::PGC_S_SESSION,
             pg_sys::GucAction::GUC_ACTION_SAVE,
             true,
-            0,
+            elevel,
             false,
-        );
+        )
     }
 }

@@ -390,21 +390,21 @@ pub fn report_stat() {
 
 /// When queue_cleanup() next has a job to remove (see next_cleanup.sql).
 pub fn next_cleanup(client: &mut pgrx::spi::SpiClient<'_>) -> Option<i64> {
-    db::run(client, &queries::NEXT_CLEANUP, &[])
-        .first()
-        .get_one::<pgrx::datum::TimestampWithTimeZone>()
-        .ok()
-        .flatten()
-        .map(|t| t.into_inner())
+    time_of(client, &queries::NEXT_CLEANUP)
 }
 
 /// When something falls due that no commit will announce (see
 /// next_due.sql), in microseconds since 2000; None: nothing.
 pub fn next_due(client: &mut pgrx::spi::SpiClient<'_>) -> Option<i64> {
-    db::run(client, &queries::NEXT_DUE, &[])
+    time_of(client, &queries::NEXT_DUE)
+}
+
+/// The one timestamp that `stmt` returns (NULL: None). A result of another
+/// shape is a broken statement: an error, not "nothing due".
+fn time_of(client: &mut pgrx::spi::SpiClient<'_>, stmt: &db::Statement) -> Option<i64> {
+    db::run(client, stmt, &[])
         .first()
         .get_one::<pgrx::datum::TimestampWithTimeZone>()
-        .ok()
-        .flatten()
+        .unwrap_or_else(|e| panic!("a statement of the queue worker returned no timestamp: {e}"))
         .map(|t| t.into_inner())
 }

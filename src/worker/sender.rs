@@ -239,25 +239,8 @@ fn parse_setting(setting: &str) -> Option<(CString, CString)> {
 /// its writer was allowed to set). A setting that cannot be applied is
 /// skipped with a warning, once per worker, as a login skips it with one.
 fn apply_login_setting(name: &std::ffi::CStr, value: &std::ffi::CStr) {
-    // SAFETY: name and value are NUL-terminated and outlive the call, which
-    // copies them; called inside the subtransaction, within the GUC nest
-    // level that run() opened, which GUC_ACTION_SAVE ties the value to.
-    // With elevel DEBUG1 a value that cannot be applied is reported at that
-    // level and returns 0 instead of raising an ERROR (one that a check hook
-    // raises anyway is caught by the subtransaction).
-    let applied = unsafe {
-        pg_sys::set_config_option(
-            name.as_ptr(),
-            value.as_ptr(),
-            pg_sys::GucContext::PGC_SUSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            pg_sys::DEBUG1 as i32,
-            false,
-        )
-    };
-    if applied <= 0 {
+    // (inside the subtransaction, in the GUC nest level run() opened)
+    if !crate::gucs::try_set_for_scope(name, value) {
         let setting = format!("{}={}", name.to_string_lossy(), value.to_string_lossy());
         if WARNED.with(|w| w.borrow_mut().insert(setting.clone())) {
             pgrx::warning!(

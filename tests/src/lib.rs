@@ -342,6 +342,19 @@ pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// A queue `work` with jobs in every status: pending (due, and one
+/// scheduled a day ahead), succeeded, failed and cancelled; the caller adds
+/// a processing one with the lease it keeps.
+pub const JOBS_IN_EVERY_STATUS: &str = "
+    SELECT queue_create('work', max_attempts => 1, lease => '1 hour');
+    SELECT queue_enqueue('work', jsonb_build_object('n', n)) FROM generate_series(1, 8) n;
+    SELECT queue_enqueue('work', '{\"later\": true}', run_at => now() + interval '1 day');
+    SELECT queue_complete(id, lease) FROM queue_claim('work', 'w', max_jobs => 2);
+    SELECT queue_fail(id, lease, 'broken', permanent => true)
+      FROM queue_claim('work', 'w', max_jobs => 1);
+    SELECT queue_cancel(id) FROM queue_jobs
+     WHERE queue = 'work' AND status = 'pending' ORDER BY id LIMIT 1;";
+
 /// Every job of a database and every queue's counters, to compare a
 /// database before and after an upgrade.
 #[derive(Debug, PartialEq, Eq)]

@@ -5,7 +5,9 @@
 
 use std::process::Command;
 
-use queue_client_tests::{as_owner, eventually, one, run, Cluster, QueueState};
+use queue_client_tests::{
+    as_owner, eventually, one, run, Cluster, QueueState, JOBS_IN_EVERY_STATUS,
+};
 
 fn config(variable: &str) -> String {
     std::env::var(variable).unwrap_or_else(|_| {
@@ -32,18 +34,12 @@ fn pg_upgrade_from_15_to_18_keeps_queues_working() {
          SELECT queue_create('mail');
          SELECT queue_register_sender('mail', 'mail(jsonb)');
          SELECT queue_enqueue('mail', '{}');
-         RESET ROLE;
-         SELECT queue_create('work', max_attempts => 1, lease => '1 hour');
-         SELECT queue_enqueue('work', jsonb_build_object('n', n)) FROM generate_series(1, 8) n;
-         SELECT queue_enqueue('work', '{}', run_at => now() + interval '1 day');
-         SELECT queue_complete(id, lease) FROM queue_claim('work', 'w', max_jobs => 2);
-         SELECT queue_fail(id, lease, 'broken', permanent => true)
-           FROM queue_claim('work', 'w', max_jobs => 1);
-         SELECT queue_cancel(id) FROM queue_jobs
-          WHERE queue = 'work' AND status = 'pending' ORDER BY id LIMIT 1;
-         SELECT queue_claim('work', 'held', max_jobs => 1);",
+         RESET ROLE;",
     )
     .unwrap();
+    app.batch_execute(JOBS_IN_EVERY_STATUS).unwrap();
+    app.batch_execute("SELECT queue_claim('work', 'held', max_jobs => 1)")
+        .unwrap();
     eventually("the first mail delivered on 15", || {
         one::<i64>(&mut app, "SELECT count(*) FROM outbox", &[]) == 1
     });

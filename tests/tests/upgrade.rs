@@ -5,7 +5,9 @@
 //! the update. The result must equal a fresh install, object by object, and
 //! keep every job, sender, counter and grant working.
 
-use queue_client_tests::{eventually, one, pg_config, Client, Cluster, QueueState};
+use queue_client_tests::{
+    eventually, one, pg_config, Client, Cluster, QueueState, JOBS_IN_EVERY_STATUS,
+};
 
 /// Every object of the extension, with its definition (tests/sql).
 const OBJECTS: &str = include_str!("../sql/extension_objects.sql");
@@ -75,19 +77,12 @@ fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
              SELECT queue_pause('mail');
              SELECT queue_enqueue('mail', '{\"before\": true}');
              RESET ROLE;
-             SELECT queue_create('work', max_attempts => 1, lease => '1 hour');
-             SELECT queue_enqueue('work', jsonb_build_object('n', n)) FROM generate_series(1, 8) n;
-             SELECT queue_enqueue('work', '{\"later\": true}', run_at => now() + interval '1 day');
-             SELECT queue_complete(id, lease) FROM queue_claim('work', 'w', max_jobs => 2);
-             SELECT queue_fail(id, lease, 'broken', permanent => true)
-               FROM queue_claim('work', 'w', max_jobs => 1);
-             SELECT queue_cancel(id) FROM queue_jobs
-              WHERE queue = 'work' AND status = 'pending' ORDER BY id LIMIT 1;
              REVOKE EXECUTE ON FUNCTION queue_purge(text, text) FROM PUBLIC;
              GRANT EXECUTE ON FUNCTION queue_purge(text, text) TO app;
              GRANT SELECT ON queue_jobs TO app;",
         )
         .unwrap();
+    filled.batch_execute(JOBS_IN_EVERY_STATUS).unwrap();
     filled.batch_execute(COMMENT_0_1_0).unwrap();
     // a lease held across the upgrade
     let held = filled
