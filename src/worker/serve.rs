@@ -127,7 +127,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             upkeep.note_work();
         }
         let asked = yield_asked(slot);
-        match turns::after_round(asked, batches, round.claimed, round.more) {
+        match turns::after_round(asked, batches, round.more) {
             // its turn is over: at_exit puts the database back in line
             AfterRound::Leave => exit_cleanly(),
             AfterRound::Again => continue,

@@ -66,19 +66,21 @@ pub fn to_ask(
 pub enum AfterRound {
     /// Its turn is over: it leaves, and its database waits in line again.
     Leave,
-    /// Another round at once: a batch came back full, or it was asked to
-    /// leave and must see that nothing is due before it goes.
+    /// Another round at once: a batch came back full.
     Again,
     /// Nothing more now: see whether to leave idle, else sleep.
     Rest,
 }
 
 /// `asked`: the launcher wants the slot; `batches`: delivered since the
-/// worker started; `claimed`: jobs this round; `more`: a batch was full.
-pub fn after_round(asked: bool, batches: usize, claimed: usize, more: bool) -> AfterRound {
+/// worker started; `more`: a batch was full. (After a round whose batches
+/// were not full nothing was left due at their claims; a job that a commit
+/// made due since has set the worker's latch, and a worker with a wake-up
+/// it has not taken in never leaves.)
+pub fn after_round(asked: bool, batches: usize, more: bool) -> AfterRound {
     if asked && batches >= TURN_BATCHES {
         AfterRound::Leave
-    } else if more || (asked && claimed > 0) {
+    } else if more {
         AfterRound::Again
     } else {
         AfterRound::Rest
@@ -209,15 +211,14 @@ mod tests {
     fn a_worker_asked_to_leave_finishes_its_turn_first() {
         use AfterRound::*;
         // not asked: full batches go on, anything else rests
-        assert_eq!(after_round(false, 50, 100, true), Again);
-        assert_eq!(after_round(false, 50, 3, false), Rest);
+        assert_eq!(after_round(false, 50, true), Again);
+        assert_eq!(after_round(false, 50, false), Rest);
         // asked: leaves once its turn of batches is over, whatever is due
-        assert_eq!(after_round(true, TURN_BATCHES, 100, true), Leave);
-        assert_eq!(after_round(true, TURN_BATCHES - 1, 100, true), Again);
-        // asked before its turn is over: looks again while it delivers,
-        // rests (and then leaves, nothing being due) once a round is empty
-        assert_eq!(after_round(true, 1, 3, false), Again);
-        assert_eq!(after_round(true, 1, 0, false), Rest);
+        assert_eq!(after_round(true, TURN_BATCHES, true), Leave);
+        assert_eq!(after_round(true, TURN_BATCHES - 1, true), Again);
+        // asked before its turn is over: goes on while batches are full,
+        // else rests (and leaves, when nothing is due)
+        assert_eq!(after_round(true, 1, false), Rest);
     }
 
     #[test]
