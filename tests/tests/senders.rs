@@ -865,3 +865,42 @@ fn the_worker_buries_expired_leases_and_cleans_up() {
     };
     assert_eq!(totals, (2, 1));
 }
+
+#[test]
+fn a_sender_made_again_as_a_set_returning_function_is_not_called() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    setup(&mut client);
+    client
+        .batch_execute(
+            "CREATE FUNCTION app.deliver(job jsonb) RETURNS void LANGUAGE sql AS $$
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user, 'sent')
+             $$;",
+        )
+        .unwrap();
+    mailer_queue(
+        &mut client,
+        "remade",
+        "app.deliver(jsonb)",
+        ", max_attempts => 1",
+    );
+    // the same signature, now a set-returning function, which registration
+    // would have refused
+    client
+        .batch_execute(
+            "DROP FUNCTION app.deliver(jsonb);
+             CREATE FUNCTION app.deliver(job jsonb) RETURNS SETOF int LANGUAGE sql AS $$
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user, 'sent')
+                 RETURNING 1
+             $$;
+             SELECT queue_enqueue('remade', '{}');",
+        )
+        .unwrap();
+    drained(&mut client, "remade");
+    assert!(sent_jobs(&mut client).is_empty(), "it was not called");
+    let error: String = one(&mut client, "SELECT last_error FROM queue_failed", &[]);
+    assert_eq!(
+        error,
+        "sender app.deliver(jsonb) is no longer a plain function (a procedure, aggregate, window or set-returning function cannot deliver)"
+    );
+}
