@@ -284,7 +284,11 @@ fn check_sender(
     let role_name: String = row.get(4).ok().flatten().expect("a role name");
     let role_exists: bool = row.get(5).ok().flatten().unwrap_or(false);
     let can_execute: Option<bool> = row.get(6).ok().flatten();
-    let plain: bool = row.get(9).ok().flatten().expect("whether the sender is plain");
+    let plain: bool = row
+        .get(9)
+        .ok()
+        .flatten()
+        .expect("whether the sender is plain");
     let check = match (function, role_exists, can_execute) {
         (None, _, _) => Check::Refused(format!("sender {signature} does not exist")),
         (Some(_), _, _) if !plain => Check::Refused(format!(

@@ -307,7 +307,14 @@ fn drop_extension_lets_the_worker_go_and_create_extension_brings_it_back() {
 fn reloads_change_the_workers_at_once() {
     let cluster = Cluster::start();
     let mut main = cluster.connect();
-    main.batch_execute("SELECT queue_create('r')").unwrap();
+    // a sender queue: its commits ask for a worker at once (a pull queue's
+    // only make the database's upkeep due, for a visit later)
+    main.batch_execute(
+        "SELECT queue_create('r');
+         CREATE FUNCTION public.nothing(job jsonb) RETURNS void LANGUAGE sql AS 'SELECT';
+         SELECT queue_register_sender('r', 'public.nothing(jsonb)');",
+    )
+    .unwrap();
     eventually("the worker", || worker_of(&mut main, DB).is_some());
     // a shorter idle time: the idle worker gives its slot back
     main.batch_execute("ALTER SYSTEM SET queue.idle_exit = 1")
