@@ -15,9 +15,10 @@ pub static ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
 pub static MAX_WORKERS: GucSetting<i32> = GucSetting::<i32>::new(4);
 
 /// How many databases the launcher can keep track of: the size of a table
-/// in shared memory (about 100 bytes a database). Databases beyond it are
-/// not served. Fixed at server start; generous, because clusters with
-/// thousands of tenant databases exist and an entry costs little.
+/// in shared memory (128 bytes a database: a table of twice as many 64-byte
+/// entries). Databases beyond it are not served. Fixed at server start;
+/// generous, because clusters with thousands of tenant databases exist and
+/// an entry costs little.
 pub static MAX_DATABASES: GucSetting<i32> = GucSetting::<i32>::new(4096);
 
 /// Seconds a worker stays with nothing to do before it gives its slot back.
