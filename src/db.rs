@@ -115,7 +115,7 @@ pub fn with_tables<R>(f: impl FnOnce(&mut SpiClient<'_>) -> R) -> R {
         }
     }
     let _restore = Restore(user, context);
-    let _path = SearchPath::push(extension.schema);
+    let _path = SearchPath::push(&search_path_of(extension.schema));
     let _plans = PlanSettings::apply();
     Spi::connect_mut(f)
 }
@@ -133,14 +133,21 @@ struct SearchPath {
 }
 
 impl SearchPath {
-    fn push(schema: Oid) -> SearchPath {
-        let path = search_path_of(schema);
+    fn push(path: &std::ffi::CStr) -> SearchPath {
         // SAFETY: a nest level opened here is closed by drop(), or by the
         // transaction's abort, which unwinds every open level.
         let nest = unsafe { pg_sys::NewGUCNestLevel() };
-        crate::gucs::set_for_scope(c"search_path", &path);
+        crate::gucs::set_for_scope(c"search_path", path);
         SearchPath { nest }
     }
+}
+
+/// Runs `f` with `path` as the search_path, and every setting made
+/// meanwhile undone afterwards (the worker's statements, and the settings
+/// its senders make, end with it).
+pub fn with_search_path<R>(path: &std::ffi::CStr, f: impl FnOnce() -> R) -> R {
+    let _path = SearchPath::push(path);
+    f()
 }
 
 impl Drop for SearchPath {

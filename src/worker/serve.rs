@@ -230,11 +230,11 @@ fn give_up_slot(
         entry.wanted_since.store(0, Ordering::Relaxed);
         // the upkeep owed (maintenance, or a retention cleanup), for the
         // worker of the visit it asks for
-        let owed = [cleanup, upkeep.owed_at()].into_iter().flatten().min();
-        let owed = owed.map_or(0, |at| at.max(now + super::upkeep::quiet_us()));
-        entry.upkeep_at.store(owed, Ordering::Relaxed);
-        let visit = turns::next_visit(next_due, Some(owed).filter(|&at| at > 0), now, 0);
-        entry.due_at.store(visit, Ordering::Relaxed);
+        let owed = turns::upkeep_owed(cleanup, upkeep.owed_at(), now, super::upkeep::quiet_us());
+        entry.upkeep_at.store(owed.unwrap_or(0), Ordering::Relaxed);
+        entry
+            .due_at
+            .store(turns::next_visit(next_due, owed), Ordering::Relaxed);
     }
     true
 }

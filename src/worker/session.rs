@@ -49,15 +49,6 @@ impl Session {
     /// Runs `f` with the worker's search_path, then undoes every setting
     /// made meanwhile.
     pub fn scoped<R>(&self, f: impl FnOnce() -> R) -> R {
-        // SAFETY: inside the caller's transaction; the level is closed below,
-        // or by the transaction's abort if `f` fails.
-        let nest = unsafe { pg_sys::NewGUCNestLevel() };
-        crate::gucs::set_for_scope(c"search_path", &self.search_path);
-        let result = f();
-        // SAFETY: closes the level opened above, still open as `f` returned
-        // (its subtransactions' levels are closed by their end), undoing
-        // every setting made at it or deeper.
-        unsafe { pg_sys::AtEOXact_GUC(false, nest) };
-        result
+        db::with_search_path(&self.search_path, f)
     }
 }

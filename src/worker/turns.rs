@@ -100,14 +100,29 @@ pub fn leaves_idle(
     nothing_due && (asked || idle_for_us.is_none_or(|idle| idle >= idle_exit_us))
 }
 
-/// When a database whose worker leaves at `now` needs one again (0: never,
-/// until a commit asks): its next scheduled job or lease (`next_due`), or
-/// its upkeep (`upkeep`: the next retention cleanup, or maintenance owed),
-/// put off to `quiet_us` from now at the earliest, so that jobs expiring
-/// one after another in a database nobody uses are removed a batch at a
-/// time, and maintenance happens after a burst rather than during it.
-pub fn next_visit(next_due: Option<i64>, upkeep: Option<i64>, now: i64, quiet_us: i64) -> i64 {
-    let upkeep = upkeep.map(|at| at.max(now + quiet_us));
+/// When the upkeep of a database whose worker leaves at `now` is owed, if
+/// it is: its next retention cleanup, or the maintenance the worker owes,
+/// whichever comes first, put off to `quiet_us` from now at the earliest,
+/// so that jobs expiring one after another in a database nobody uses are
+/// removed a batch at a time, and maintenance happens after a burst rather
+/// than during it.
+pub fn upkeep_owed(
+    cleanup: Option<i64>,
+    maintenance: Option<i64>,
+    now: i64,
+    quiet_us: i64,
+) -> Option<i64> {
+    [cleanup, maintenance]
+        .into_iter()
+        .flatten()
+        .min()
+        .map(|at| at.max(now + quiet_us))
+}
+
+/// When a database whose worker leaves needs one again (0: never, until a
+/// commit asks): its next scheduled job or lease (`next_due`), or its
+/// upkeep (`upkeep_owed`), whichever comes first.
+pub fn next_visit(next_due: Option<i64>, upkeep: Option<i64>) -> i64 {
     [next_due, upkeep]
         .into_iter()
         .flatten()
@@ -260,22 +275,26 @@ mod tests {
     fn a_database_left_is_visited_for_its_next_job_or_a_cleanup_put_off() {
         let now = 1_000 * S;
         let quiet = 60 * S;
-        assert_eq!(next_visit(None, None, now, quiet), 0);
-        assert_eq!(next_visit(Some(now + 5 * S), None, now, quiet), now + 5 * S);
+        let visit = |due: Option<i64>, cleanup: Option<i64>| {
+            next_visit(due, upkeep_owed(cleanup, None, now, quiet))
+        };
+        assert_eq!(visit(None, None), 0);
+        assert_eq!(visit(Some(now + 5 * S), None), now + 5 * S);
         // a cleanup due now waits a quiet interval; one due later, till then
-        assert_eq!(next_visit(None, Some(now - S), now, quiet), now + quiet);
-        assert_eq!(
-            next_visit(None, Some(now + 3_600 * S), now, quiet),
-            now + 3_600 * S
-        );
+        assert_eq!(visit(None, Some(now - S)), now + quiet);
+        assert_eq!(visit(None, Some(now + 3_600 * S)), now + 3_600 * S);
         // the earlier of the two
+        assert_eq!(visit(Some(now + 5 * S), Some(now)), now + 5 * S);
+        assert_eq!(visit(Some(now + 90 * S), Some(now)), now + quiet);
+        // maintenance owed counts like a cleanup, the earlier of them
         assert_eq!(
-            next_visit(Some(now + 5 * S), Some(now), now, quiet),
-            now + 5 * S
+            upkeep_owed(None, Some(now + 5 * S), now, quiet),
+            Some(now + quiet)
         );
         assert_eq!(
-            next_visit(Some(now + 90 * S), Some(now), now, quiet),
-            now + quiet
+            upkeep_owed(Some(now + 7_200 * S), Some(now + 3_600 * S), now, quiet),
+            Some(now + 3_600 * S)
         );
+        assert_eq!(upkeep_owed(None, None, now, quiet), None);
     }
 }
