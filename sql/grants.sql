@@ -1,8 +1,14 @@
 -- The tables belong to the extension owner alone: the API functions reach
 -- them as that owner, so no one can forge a job's state. DBAs read the views.
 REVOKE ALL ON queue_queues, queue_live, queue_live_0, queue_live_1, queue_done,
-    queue_done_0, queue_done_1, queue_done_2, queue_done_3, queue_done_4, queue_done_5,
-    queue_done_6, queue_done_7, queue_dead, queue_counters, queue_tallies FROM PUBLIC;
+    queue_dead, queue_counters, queue_tallies FROM PUBLIC;
+DO $$
+BEGIN
+    FOR i IN 0..queue_history_partitions() - 1 LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON queue_done_%s FROM PUBLIC', i);
+    END LOOP;
+END
+$$;
 REVOKE ALL ON SEQUENCE queue_queue_id_seq, queue_job_id_seq, queue_live_generation FROM PUBLIC;
 REVOKE ALL ON queue_jobs, queue_stats, queue_failed, queue_workers FROM PUBLIC;
 GRANT SELECT ON queue_jobs, queue_stats, queue_failed, queue_workers TO pg_monitor;
@@ -11,7 +17,7 @@ GRANT SELECT ON queue_jobs, queue_stats, queue_failed, queue_workers TO pg_monit
 -- grants it to, may run it. The helpers are its parts.
 REVOKE ALL ON FUNCTION queue_maintain(boolean), queue_bury_expired(), queue_cleanup(), queue_expire(bigint),
     queue_fold_tallies(), queue_tallies_busy(), queue_rotate_live(boolean), queue_cleanup_held_back(),
-    queue_done_expired(regclass, timestamptz), queue_check_read_committed(text) FROM PUBLIC;
+    queue_done_past_retention(regclass, timestamptz), queue_check_read_committed(text) FROM PUBLIC;
 
 -- What the workers show of themselves is for monitoring roles (through
 -- queue_workers); registering a database is CREATE EXTENSION's business.

@@ -103,7 +103,7 @@ $$;
 -- Whether every job in the queue_done partition `part` is past its queue's
 -- retention at `at` (jobs of dropped queues count as past it), and there
 -- is at least one. One index probe per queue.
-CREATE FUNCTION queue_done_expired(part regclass, at timestamptz) RETURNS boolean
+CREATE FUNCTION queue_done_past_retention(part regclass, at timestamptz) RETURNS boolean
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, @extschema@, pg_temp
 AS $$
@@ -116,7 +116,7 @@ BEGIN
                SELECT FROM queue_queues q
                 WHERE EXISTS (SELECT FROM %1$s d
                                WHERE d.queue_id = q.id
-                                 AND d.finished_at > $1 - least(q.retention, interval '1000 years')))
+                                 AND d.finished_at > $1 - queue_kept_for(q.retention)))
         $sql$, part) INTO expired USING at;
     RETURN expired;
 END
@@ -146,12 +146,12 @@ BEGIN
     END IF;
     PERFORM queue_check_read_committed('queue_cleanup');
 
-    FOR i IN 0..7 LOOP
+    FOR i IN 0..queue_history_partitions() - 1 LOOP
         part := format('queue_done_%s', i)::regclass;
-        IF queue_done_expired(part, at) THEN
+        IF queue_done_past_retention(part, at) THEN
             BEGIN
                 EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', part);
-                IF queue_done_expired(part, at) THEN
+                IF queue_done_past_retention(part, at) THEN
                     -- Every delta of this partition is committed now: fold
                     -- them, then its retained counts go with its rows.
                     PERFORM queue_fold_tallies();
@@ -177,7 +177,7 @@ BEGIN
                         CROSS JOIN LATERAL (
                               SELECT ctid FROM %1$s x
                                WHERE x.queue_id = q.id
-                                 AND x.finished_at <= $1 - least(q.retention, interval '1000 years')
+                                 AND x.finished_at <= $1 - queue_kept_for(q.retention)
                                ORDER BY x.finished_at
                                LIMIT $2) x
                         LIMIT $2))
@@ -270,6 +270,16 @@ DECLARE
     held boolean;
     -- the most jobs a rotation copies while vacuum can clean instead
     copy_limit CONSTANT bigint := 10000;
+    -- below this many dead tuples, vacuum keeps up: no rotation for them
+    dead_floor CONSTANT bigint := 5000;
+    -- under a held snapshot, rotate once the dead pass this times the
+    -- square root of the jobs (the cost of stepping over them grows with
+    -- the square of the time between rotations)
+    held_factor CONSTANT numeric := 40;
+    -- a partition this large, and this many times what its jobs need, is
+    -- mostly empty pages that a sequential scan (queue_stats) still reads
+    sparse_bytes CONSTANT bigint := 8 * 1024 * 1024;
+    sparse_ratio CONSTANT numeric := 4;
 BEGIN
     IF force IS NULL THEN
         RAISE EXCEPTION 'force must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -280,15 +290,15 @@ BEGIN
     dead := pg_stat_get_dead_tuples(source);
     live := pg_stat_get_live_tuples(source);
     held := NOT force AND queue_cleanup_held_back();
-    IF NOT (force OR dead > greatest(5000, live)
-            OR (dead > greatest(5000, 40 * sqrt(live)) AND held))
+    IF NOT (force OR dead > greatest(dead_floor, live)
+            OR (dead > greatest(dead_floor, held_factor * sqrt(live)) AND held))
     THEN
-        IF pg_relation_size(source) <= 8 * 1024 * 1024 THEN
+        IF pg_relation_size(source) <= sparse_bytes THEN
             RETURN false;
         END IF;
         EXECUTE format('SELECT avg(pg_column_size(s.*)) FROM (SELECT * FROM %s LIMIT 100) s', source)
            INTO row_bytes;
-        IF pg_relation_size(source) <= 4 * live * coalesce(row_bytes, 0) THEN
+        IF pg_relation_size(source) <= sparse_ratio * live * coalesce(row_bytes, 0) THEN
             RETURN false;
         END IF;
     END IF;

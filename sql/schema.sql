@@ -111,14 +111,21 @@ CREATE TABLE queue_done (
     payload      jsonb NOT NULL
 ) PARTITION BY LIST (slot);
 
-CREATE TABLE queue_done_0 PARTITION OF queue_done FOR VALUES IN (0);
-CREATE TABLE queue_done_1 PARTITION OF queue_done FOR VALUES IN (1);
-CREATE TABLE queue_done_2 PARTITION OF queue_done FOR VALUES IN (2);
-CREATE TABLE queue_done_3 PARTITION OF queue_done FOR VALUES IN (3);
-CREATE TABLE queue_done_4 PARTITION OF queue_done FOR VALUES IN (4);
-CREATE TABLE queue_done_5 PARTITION OF queue_done FOR VALUES IN (5);
-CREATE TABLE queue_done_6 PARTITION OF queue_done FOR VALUES IN (6);
-CREATE TABLE queue_done_7 PARTITION OF queue_done FOR VALUES IN (7);
+-- How many partitions queue_done has: with queue_done_slot's four-hour
+-- windows, a job's partition comes round again every 32 hours, so that a
+-- partition whose window has passed empties (and is truncated) before its
+-- window comes again for retentions up to a day, the default.
+CREATE FUNCTION queue_history_partitions() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN 8;
+
+DO $$
+BEGIN
+    FOR i IN 0..queue_history_partitions() - 1 LOOP
+        EXECUTE pg_catalog.format('CREATE TABLE queue_done_%s PARTITION OF queue_done FOR VALUES IN (%s)', i, i);
+    END LOOP;
+END
+$$;
 
 CREATE INDEX queue_done_id ON queue_done (id);
 -- What cleanup and purge look for: a queue's jobs, oldest first.
@@ -181,14 +188,13 @@ SELECT pg_catalog.pg_extension_config_dump('queue_job_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_live_generation', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_live_0', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_live_1', '');
-SELECT pg_catalog.pg_extension_config_dump('queue_done_0', '');
-SELECT pg_catalog.pg_extension_config_dump('queue_done_1', '');
-SELECT pg_catalog.pg_extension_config_dump('queue_done_2', '');
-SELECT pg_catalog.pg_extension_config_dump('queue_done_3', '');
-SELECT pg_catalog.pg_extension_config_dump('queue_done_4', '');
-SELECT pg_catalog.pg_extension_config_dump('queue_done_5', '');
-SELECT pg_catalog.pg_extension_config_dump('queue_done_6', '');
-SELECT pg_catalog.pg_extension_config_dump('queue_done_7', '');
+DO $$
+BEGIN
+    FOR i IN 0..queue_history_partitions() - 1 LOOP
+        PERFORM pg_catalog.pg_extension_config_dump(pg_catalog.format('queue_done_%s', i)::regclass, '');
+    END LOOP;
+END
+$$;
 SELECT pg_catalog.pg_extension_config_dump('queue_dead', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_counters', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_tallies', '');
@@ -202,7 +208,14 @@ SELECT pg_catalog.pg_extension_config_dump('queue_tallies', '');
 CREATE FUNCTION queue_done_slot(expires timestamptz) RETURNS smallint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN ((pg_catalog.floor(EXTRACT(epoch FROM expires - timestamptz '1970-01-01 00:00:00+00') / 14400)::bigint
-         % 8 + 8) % 8)::smallint;
+         % queue_history_partitions() + queue_history_partitions()) % queue_history_partitions())::smallint;
+
+-- How long a finished job is kept: its queue's retention, capped so that
+-- adding it to a timestamp never overflows ('infinity' and a retention of
+-- centuries both keep the job for good, in practice).
+CREATE FUNCTION queue_kept_for(retention interval) RETURNS interval
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN least(retention, interval '1000 years');
 
 -- The last_error of a job whose lease expired during an attempt: one text
 -- for the claim that takes such a job back and for the upkeep that buries

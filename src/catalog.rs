@@ -7,7 +7,7 @@ use pgrx::datum::Interval;
 use pgrx::pg_sys::{self, Oid};
 use pgrx::spi::SpiClient;
 
-use crate::db;
+use crate::db::{self, args};
 use crate::errors::QueueError;
 use crate::policy::interval_micros;
 use crate::queries;
@@ -33,22 +33,17 @@ pub fn micros(i: &Interval) -> i64 {
 /// is an error, not a missing queue.
 pub fn find(client: &mut SpiClient<'_>, name: &str) -> Result<Option<Queue>, QueueError> {
     rules::check_name(name)?;
-    let rows = db::run(client, &queries::FIND_QUEUE, &[name.into()]);
-    let Some(row) = rows.into_iter().next() else {
+    let Some(row) = db::run(client, &queries::FIND_QUEUE, args![name = name]).first() else {
         return Ok(None);
     };
-    let interval = |n: usize| -> i64 {
-        let value: Option<Interval> = row.get(n).expect("an interval column");
-        micros(&value.expect("a policy interval"))
-    };
     Ok(Some(Queue {
-        id: row.get(1).ok().flatten().expect("a queue id"),
+        id: row.value("id"),
         name: name.to_string(),
-        owner: row.get(2).ok().flatten().expect("a queue owner"),
-        max_attempts: row.get(3).ok().flatten().expect("max_attempts"),
-        lease_us: interval(4),
-        paused: row.get(5).ok().flatten().expect("paused"),
-        sender: row.get(6).ok().flatten(),
+        owner: row.value("owner"),
+        max_attempts: row.value("max_attempts"),
+        lease_us: micros(&row.value::<Interval>("lease")),
+        paused: row.value("paused"),
+        sender: row.get("sender"),
     }))
 }
 
@@ -72,6 +67,7 @@ pub fn require_cached(client: &mut SpiClient<'_>, name: &str) -> Result<Queue, Q
         return Ok(queue);
     }
     let queue = require(client, name)?;
+    db::forget_with_extension(forget_all);
     CACHE.with(|c| c.borrow_mut().insert(name.to_string(), queue.clone()));
     Ok(queue)
 }
@@ -89,8 +85,9 @@ fn queue_queues_changed() {
     unsafe { pg_sys::CacheInvalidateRelcacheByRelid(db::queues_table()) };
 }
 
-/// Called by `db` on a relation cache invalidation of `queue_queues`.
-pub fn forget_all() {
+/// Called on a relation cache invalidation of `queue_queues`, through
+/// db::forget_with_extension.
+fn forget_all() {
     CACHE.with(|c| c.borrow_mut().clear());
 }
 

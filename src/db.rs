@@ -7,14 +7,116 @@ use std::collections::HashMap;
 use pgrx::datum::DatumWithOid;
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::pg_sys::{self, Oid, PgOid};
-use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiTupleTable};
+use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiHeapTupleData, SpiTupleTable};
 use pgrx::Spi;
+use pgrx::{FromDatum, IntoDatum};
 
-/// One SQL statement of the API: its text (from `sql/queries/`) and the
-/// types of its parameters.
+use crate::errors::QueueError;
+
+/// One SQL statement of the extension (from `sql/queries/`), with the one
+/// declaration of its shape (queries.rs): the names and types of its
+/// parameters, in `$n` order, and the names of its result columns, in
+/// order. Calls pass their arguments by name (`args!`) and read columns by
+/// name (`Row`); the `#[pg_test]` statements_have_their_declared_shape
+/// checks the declarations against the prepared statements.
 pub struct Statement {
+    /// The file (or files, joined) it comes from, for messages.
+    pub file: &'static str,
     pub sql: &'static str,
-    pub args: &'static [PgOid],
+    pub params: &'static [&'static str],
+    pub types: &'static [PgOid],
+    pub columns: &'static [&'static str],
+}
+
+impl Statement {
+    /// The 1-based position of result column `name`.
+    fn column(&self, name: &str) -> usize {
+        match self.columns.iter().position(|c| *c == name) {
+            Some(at) => at + 1,
+            None => QueueError::StatementShape {
+                statement: self.file,
+                detail: format!("it declares no result column {name}"),
+            }
+            .raise(),
+        }
+    }
+}
+
+/// Arguments of a statement by the names it declares, in order:
+/// `args![queue_id = queue.id, now = at]`. (`run` checks the names, so
+/// that two arguments of one type cannot be swapped unnoticed.)
+#[macro_export]
+macro_rules! args {
+    ($($name:ident = $value:expr),* $(,)?) => {
+        (
+            &[$(stringify!($name)),*][..],
+            &[$(::pgrx::datum::DatumWithOid::from($value)),*][..],
+        )
+    };
+}
+pub use crate::args;
+
+/// The rows of one run of a statement.
+pub struct Rows<'c> {
+    stmt: &'static Statement,
+    table: SpiTupleTable<'c>,
+}
+
+impl<'c> Rows<'c> {
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// The first row, for a statement that gives one or none.
+    pub fn first(mut self) -> Option<Row<'c>> {
+        self.next()
+    }
+}
+
+impl<'c> Iterator for Rows<'c> {
+    type Item = Row<'c>;
+
+    fn next(&mut self) -> Option<Row<'c>> {
+        let tuple = self.table.next()?;
+        Some(Row {
+            stmt: self.stmt,
+            tuple,
+        })
+    }
+}
+
+/// A result row, read by column name. A column the statement does not
+/// declare, or read as another type than it has, is a bug in the extension:
+/// it raises XX000 naming the statement and column, never a silent None.
+pub struct Row<'c> {
+    stmt: &'static Statement,
+    tuple: SpiHeapTupleData<'c>,
+}
+
+impl Row<'_> {
+    /// Column `name`; None when it is NULL.
+    pub fn get<T: IntoDatum + FromDatum>(&self, name: &str) -> Option<T> {
+        self.tuple
+            .get::<T>(self.stmt.column(name))
+            .unwrap_or_else(|e| {
+                QueueError::StatementShape {
+                    statement: self.stmt.file,
+                    detail: format!("column {name}: {e}"),
+                }
+                .raise()
+            })
+    }
+
+    /// Column `name`, which the statement never leaves NULL.
+    pub fn value<T: IntoDatum + FromDatum>(&self, name: &str) -> T {
+        self.get(name).unwrap_or_else(|| {
+            QueueError::StatementShape {
+                statement: self.stmt.file,
+                detail: format!("column {name} is NULL"),
+            }
+            .raise()
+        })
+    }
 }
 
 thread_local! {
@@ -26,6 +128,14 @@ thread_local! {
     static EXTENSION: Cell<Extension> = const { Cell::new(Extension::NONE) };
     /// `forget_extension` is registered in this backend.
     static CALLBACK: Cell<bool> = const { Cell::new(false) };
+    /// What other modules cache of the extension's tables, forgotten with
+    /// it (`forget_with_extension`).
+    static FORGET_TOO: RefCell<Vec<fn()>> = const { RefCell::new(Vec::new()) };
+    /// The search path of our statements (search_path_of), for the schema
+    /// it was built for; forgotten when a schema changes.
+    static SEARCH_PATH: RefCell<Option<(Oid, std::ffi::CString)>> = const { RefCell::new(None) };
+    /// `forget_search_path` is registered in this backend.
+    static SCHEMA_CALLBACK: Cell<bool> = const { Cell::new(false) };
     /// How many statements this backend has prepared (the test of plan
     /// reuse reads it).
     static PREPARED: Cell<u64> = const { Cell::new(0) };
@@ -50,7 +160,7 @@ unsafe extern "C-unwind" fn forget_extension(_arg: pg_sys::Datum, relid: Oid) {
     let cached = EXTENSION.with(Cell::get);
     if relid == Oid::INVALID || relid == cached.queues_table {
         EXTENSION.with(|c| c.set(Extension::NONE));
-        crate::catalog::forget_all();
+        FORGET_TOO.with(|f| f.borrow().iter().for_each(|forget| forget()));
     }
 }
 
@@ -61,24 +171,47 @@ fn plan(client: &SpiClient<'_>, stmt: &Statement) -> &'static OwnedPreparedState
     }
     PREPARED.set(PREPARED.get() + 1);
     let prepared = client
-        .prepare_mut(stmt.sql, stmt.args)
-        .unwrap_or_else(|e| panic!("cannot prepare a statement of the queue extension: {e}"))
+        .prepare_mut(stmt.sql, stmt.types)
+        .unwrap_or_else(|e| {
+            QueueError::StatementShape {
+                statement: stmt.file,
+                detail: format!("it does not prepare: {e}"),
+            }
+            .raise()
+        })
         .keep();
     let leaked: &'static OwnedPreparedStatement = Box::leak(Box::new(prepared));
     PLANS.with(|p| p.borrow_mut().insert(key, leaked));
     leaked
 }
 
-/// Runs one statement and returns its rows.
+/// Runs one statement with its arguments (`args!`) and returns its rows.
+/// An error in the statement is raised as PostgreSQL raised it.
 pub fn run<'c>(
     client: &mut SpiClient<'c>,
-    stmt: &Statement,
-    args: &[DatumWithOid<'_>],
-) -> SpiTupleTable<'c> {
+    stmt: &'static Statement,
+    (names, values): (&[&str], &[DatumWithOid<'_>]),
+) -> Rows<'c> {
+    if names != stmt.params {
+        QueueError::StatementShape {
+            statement: stmt.file,
+            detail: format!(
+                "called with ({}), declared ({})",
+                names.join(", "),
+                stmt.params.join(", ")
+            ),
+        }
+        .raise();
+    }
     let plan = plan(client, stmt);
-    client
-        .update(plan, None, args)
-        .unwrap_or_else(|e| panic!("a statement of the queue extension failed: {e}"))
+    let table = client.update(plan, None, values).unwrap_or_else(|e| {
+        QueueError::StatementShape {
+            statement: stmt.file,
+            detail: e.to_string(),
+        }
+        .raise()
+    });
+    Rows { stmt, table }
 }
 
 /// Runs `f` with an SPI connection, as the owner of the extension's tables
@@ -115,9 +248,42 @@ pub fn with_tables<R>(f: impl FnOnce(&mut SpiClient<'_>) -> R) -> R {
         }
     }
     let _restore = Restore(user, context);
-    let _path = SearchPath::push(&search_path_of(extension.schema));
+    let _path = SEARCH_PATH.with(|cached| {
+        let mut cached = cached.borrow_mut();
+        if cached
+            .as_ref()
+            .is_none_or(|(schema, _)| *schema != extension.schema)
+        {
+            if !SCHEMA_CALLBACK.replace(true) {
+                // SAFETY: registered once per backend (SCHEMA_CALLBACK), as
+                // PostgreSQL's table of syscache callbacks is small and never
+                // shrinks; forget_search_path has the callback's signature
+                // and lives as long as the process.
+                unsafe {
+                    pg_sys::CacheRegisterSyscacheCallback(
+                        pg_sys::SysCacheIdentifier::NAMESPACEOID as _,
+                        Some(forget_search_path),
+                        pg_sys::Datum::from(0),
+                    )
+                };
+            }
+            *cached = Some((extension.schema, search_path_of(extension.schema)));
+        }
+        SearchPath::push(&cached.as_ref().expect("just set").1)
+    });
     let _plans = PlanSettings::apply();
     Spi::connect_mut(f)
+}
+
+/// Called on any change to pg_namespace (a renamed schema): the search path
+/// is built again at the next call.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn forget_search_path(_arg: pg_sys::Datum, _cache: i32, _hash: u32) {
+    SEARCH_PATH.with(|cached| {
+        if let Ok(mut cached) = cached.try_borrow_mut() {
+            *cached = None;
+        }
+    });
 }
 
 /// The search path of our statements while they are parsed, planned or
@@ -176,8 +342,8 @@ pub fn installed_extension() -> Option<(Oid, std::ffi::CString)> {
     Some((found.oid, search_path_of(found.schema)))
 }
 
-/// `pg_catalog, <the schema, quoted>, pg_temp`, looked up at every call
-/// (a syscache probe), so that a renamed schema is followed.
+/// `pg_catalog, <the schema, quoted>, pg_temp`, from the schema's name now
+/// (the API caches it until a schema changes: forget_search_path).
 fn search_path_of(schema: Oid) -> std::ffi::CString {
     // SAFETY: get_namespace_name returns a palloc'd copy, or NULL for a
     // schema that is gone; quote_identifier returns its argument or a
@@ -283,22 +449,73 @@ fn extension() -> Extension {
             pg_sys::CacheRegisterRelcacheCallback(Some(forget_extension), pg_sys::Datum::from(0))
         };
     }
-    let (owner, schema, queues_table) = Spi::get_three_with_args::<Oid, Oid, Oid>(
-        "SELECT e.extowner, e.extnamespace, c.oid FROM pg_catalog.pg_extension e \
-           JOIN pg_catalog.pg_class c \
-             ON c.relnamespace = e.extnamespace AND c.relname = 'queue_queues' \
-          WHERE e.oid = $1",
-        &[oid.into()],
-    )
-    .expect("the queue extension and its tables are installed");
+    // (catalog reads, not a statement: planning a join of pg_extension and
+    // pg_class cost a new worker about 1.5 ms, at every start)
+    let (owner, schema) = extension_row(oid);
+    // SAFETY: a syscache probe inside the caller's transaction, with a
+    // NUL-terminated literal; a missing table gives InvalidOid.
+    let queues_table = unsafe { pg_sys::get_relname_relid(c"queue_queues".as_ptr(), schema) };
+    assert!(
+        queues_table != Oid::INVALID,
+        "the queue_queues table is installed"
+    );
     let found = Extension {
         oid,
-        owner: owner.expect("an extension owner"),
-        schema: schema.expect("the extension's schema"),
-        queues_table: queues_table.expect("the queue_queues table"),
+        owner,
+        schema,
+        queues_table,
     };
     EXTENSION.with(|c| c.set(found));
     found
+}
+
+/// The owner and schema of the extension `oid`, read from pg_extension by
+/// its oid index (PostgreSQL 15 has no syscache for it, and exports no
+/// get_extension_schema).
+fn extension_row(oid: Oid) -> (Oid, Oid) {
+    // SAFETY: inside the caller's transaction. The relation is opened and
+    // closed here with the same lock; the scan key is initialised before
+    // the scan reads it and outlives the scan; the tuple returned by
+    // systable_getnext stays valid until systable_endscan, and its fixed
+    // leading columns are read through GETSTRUCT before that.
+    unsafe {
+        let rel = pg_sys::table_open(pg_sys::ExtensionRelationId, pg_sys::AccessShareLock as _);
+        let mut key = pg_sys::ScanKeyData::default();
+        pg_sys::ScanKeyInit(
+            &mut key,
+            pg_sys::Anum_pg_extension_oid as _,
+            pg_sys::BTEqualStrategyNumber as _,
+            pg_sys::Oid::from(pg_sys::F_OIDEQ),
+            pg_sys::Datum::from(oid),
+        );
+        let scan = pg_sys::systable_beginscan(
+            rel,
+            pg_sys::Oid::from(pg_sys::ExtensionOidIndexId),
+            true,
+            std::ptr::null_mut(),
+            1,
+            &mut key,
+        );
+        let tuple = pg_sys::systable_getnext(scan);
+        assert!(!tuple.is_null(), "the queue extension is installed");
+        let form = pg_sys::GETSTRUCT(tuple).cast::<pg_sys::FormData_pg_extension>();
+        let found = ((*form).extowner, (*form).extnamespace);
+        pg_sys::systable_endscan(scan);
+        pg_sys::table_close(rel, pg_sys::AccessShareLock as _);
+        found
+    }
+}
+
+/// Has `forget` called whenever this backend forgets what it knew of the
+/// extension (its tables changed, or it was dropped and made again): for
+/// caches of what its tables hold. Registered once per `forget`.
+pub fn forget_with_extension(forget: fn()) {
+    FORGET_TOO.with(|f| {
+        let mut f = f.borrow_mut();
+        if !f.contains(&forget) {
+            f.push(forget);
+        }
+    });
 }
 
 /// The oid of `queue_queues`, the class of the locks taken on queues.

@@ -4,7 +4,7 @@
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
-use crate::rules::{MAX_BATCH, NAME_RULE};
+use crate::contract::{MAX_BATCH, NAME_RULE, STATUSES, WORKER_NAME};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum QueueError {
@@ -81,6 +81,12 @@ pub enum QueueError {
     SenderNotExecutable {
         sender: String,
     },
+    /// A statement of the extension that does not match its declaration
+    /// (queries.rs), or that SPI refused: a bug in the extension.
+    StatementShape {
+        statement: &'static str,
+        detail: String,
+    },
 }
 
 impl QueueError {
@@ -102,6 +108,7 @@ impl QueueError {
             QueueError::UndefinedQueue { .. } => ERRCODE_UNDEFINED_OBJECT,
             QueueError::NotOwner { .. } => ERRCODE_INSUFFICIENT_PRIVILEGE,
             QueueError::UnfinishedJobs { .. } => ERRCODE_OBJECT_IN_USE,
+            QueueError::StatementShape { .. } => ERRCODE_INTERNAL_ERROR,
             QueueError::DeliveredBySender { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             QueueError::UndefinedSender { .. } | QueueError::SenderArguments { .. } => {
                 ERRCODE_UNDEFINED_FUNCTION
@@ -133,7 +140,7 @@ impl QueueError {
             ),
             QueueError::UnknownStatus { word } => format!(
                 "unknown status \"{word}\": must be one of {}",
-                crate::rules::STATUSES.join(", ")
+                STATUSES.join(", ")
             ),
             QueueError::NotAnObject { argument, value } => {
                 format!("{argument} must be a JSON object, got {value}")
@@ -164,7 +171,7 @@ impl QueueError {
             }
             QueueError::ReservedWorkerName => format!(
                 "worker name \"{}\" is reserved for the background worker",
-                crate::rules::WORKER_NAME
+                WORKER_NAME
             ),
             QueueError::DeliveredBySender { name, sender } => {
                 format!("queue \"{name}\" is delivered by its sender {sender}")
@@ -180,6 +187,9 @@ impl QueueError {
             }
             QueueError::SenderNotExecutable { sender } => {
                 format!("permission denied to register sender {sender}: no EXECUTE privilege")
+            }
+            QueueError::StatementShape { statement, detail } => {
+                format!("internal error in the queue extension's statement {statement}: {detail}")
             }
         }
     }

@@ -9,11 +9,10 @@ use pgrx::pg_sys;
 use pgrx::spi::SpiClient;
 
 use crate::catalog::{micros, Queue};
-use crate::db;
+use crate::db::{self, args};
 use crate::jsonb::Jsonb;
 use crate::policy::{add_delay, after_failure, Backoff, FailOutcome};
 use crate::queries;
-use crate::worker::wake;
 
 /// A claim first makes due scheduled jobs ready, at least this many at a
 /// time, so that priorities hold among everything that is due.
@@ -45,35 +44,33 @@ pub fn claim(
     let chores = db::run(
         client,
         &queries::CLAIM_CHORES,
-        &[queue.id.into(), at.into()],
+        args![queue_id = queue.id, now = at],
     )
-    .first();
-    let (due, expired) = (
-        chores.get::<bool>(1).ok().flatten() == Some(true),
-        chores.get::<bool>(2).ok().flatten() == Some(true),
-    );
+    .first()
+    .expect("one row");
+    let (due, expired) = (chores.value::<bool>("due"), chores.value::<bool>("expired"));
     if due {
         let promote = max_jobs.max(PROMOTE_AT_LEAST) as i32;
         db::run(
             client,
             &queries::PROMOTE,
-            &[queue.id.into(), at.into(), promote.into()],
+            args![queue_id = queue.id, now = at, limit = promote],
         );
     }
     if expired {
-        let rescued = db::run(
+        let taken_back = db::run(
             client,
-            &queries::RESCUE,
-            &[
-                queue.id.into(),
-                at.into(),
-                (max_jobs as i32).into(),
-                queue.max_attempts.into(),
+            &queries::TAKE_BACK,
+            args![
+                queue_id = queue.id,
+                now = at,
+                limit = max_jobs as i32,
+                max_attempts = queue.max_attempts,
             ],
         );
-        let exhausted: Vec<i64> = rescued
-            .filter(|r| r.get::<bool>(2).ok().flatten() == Some(true))
-            .filter_map(|r| r.get::<i64>(1).ok().flatten())
+        let exhausted: Vec<i64> = taken_back
+            .filter(|r| r.value::<bool>("exhausted"))
+            .map(|r| r.value::<i64>("id"))
             .collect();
         bury(client, exhausted, now, None);
     }
@@ -85,32 +82,31 @@ pub fn claim(
         let rows = db::run(
             client,
             &queries::CLAIM,
-            &[
-                queue.id.into(),
-                wanted.into(),
-                queue.max_attempts.into(),
-                expires.into(),
-                worker.into(),
+            args![
+                queue_id = queue.id,
+                limit = wanted,
+                max_attempts = queue.max_attempts,
+                lease_until = expires,
+                worker = worker,
             ],
         );
         let mut exhausted = Vec::new();
         for row in rows {
-            let id: i64 = row.get(1).ok().flatten().expect("a job id");
-            let state: String = row.get(2).ok().flatten().expect("a state");
-            if state == "ready" {
+            let id: i64 = row.value("id");
+            if row.value::<String>("state") == "ready" {
                 exhausted.push(id);
                 continue;
             }
-            let priority: i32 = row.get(9).ok().flatten().expect("a priority");
-            let run_at: TimestampWithTimeZone = row.get(10).ok().flatten().expect("run_at");
+            let priority: i32 = row.value("priority");
+            let run_at: TimestampWithTimeZone = row.value("run_at");
             let job = Claimed {
                 id,
-                payload: row.get(3).ok().flatten().expect("a payload"),
-                headers: row.get(4).ok().flatten(),
-                attempt: row.get(5).ok().flatten().expect("an attempt"),
-                enqueued_at: row.get(6).ok().flatten().expect("enqueued_at"),
-                lease: row.get(7).ok().flatten().expect("a lease"),
-                lease_expires_at: row.get(8).ok().flatten().expect("a lease expiry"),
+                payload: row.value("payload"),
+                headers: row.get("headers"),
+                attempt: row.value("attempts"),
+                enqueued_at: row.value("enqueued_at"),
+                lease: row.value("lease"),
+                lease_expires_at: row.value("lease_expires_at"),
             };
             jobs.push(((Reverse(priority), run_at.into_inner(), id), job));
         }
@@ -136,9 +132,9 @@ pub fn bury_expired(client: &mut SpiClient<'_>, now: i64, limit: i32) -> usize {
     let ids: Vec<i64> = db::run(
         client,
         &queries::EXPIRE_LEASES,
-        &[db::timestamp(now).into(), limit.into()],
+        args![now = db::timestamp(now), limit = limit],
     )
-    .filter_map(|r| r.get::<i64>(1).ok().flatten())
+    .map(|r| r.value::<i64>("id"))
     .collect();
     let buried = ids.len();
     bury(client, ids, now, None);
@@ -152,7 +148,7 @@ pub fn bury(client: &mut SpiClient<'_>, ids: Vec<i64>, now: i64, error: Option<&
         db::run(
             client,
             &queries::BURY,
-            &[ids.into(), db::timestamp(now).into(), error.into()],
+            args![ids = ids, at = db::timestamp(now), error = error],
         );
     }
 }
@@ -164,11 +160,9 @@ pub fn complete(client: &mut SpiClient<'_>, ids: Vec<i64>, leases: Vec<Uuid>) ->
     let rows = db::run(
         client,
         &queries::COMPLETE,
-        &[ids.into(), leases.into(), now.into()],
+        args![ids = ids, at = now, status = "succeeded", leases = leases],
     );
-    let mut done: Vec<i64> = rows
-        .filter_map(|r| r.get::<i64>(1).ok().flatten())
-        .collect();
+    let mut done: Vec<i64> = rows.map(|r| r.value::<i64>("id")).collect();
     done.sort_unstable();
     done
 }
@@ -179,19 +173,25 @@ pub fn succeed(client: &mut SpiClient<'_>, ids: Vec<i64>) -> Vec<i64> {
     let rows = db::run(
         client,
         &queries::FINISH,
-        &[ids.into(), now.into(), "succeeded".into()],
+        args![ids = ids, at = now, status = "succeeded"],
     );
-    let mut done: Vec<i64> = rows
-        .into_iter()
-        .filter_map(|r| r.get::<i64>(1).ok().flatten())
-        .collect();
+    let mut done: Vec<i64> = rows.map(|r| r.value::<i64>("id")).collect();
     done.sort_unstable();
     done
 }
 
+/// What a failed attempt did to its job.
+pub struct Failed {
+    /// The job's status word now: 'pending' or 'failed'.
+    pub status: &'static str,
+    /// It waits for another attempt in a queue with a sender: the caller
+    /// asks for a worker at commit.
+    pub wake: bool,
+}
+
 /// A failed attempt of job `id` under `lease`: the retry policy of its
-/// queue decides between another attempt and the dead letters. Returns the
-/// new status word, or None when the lease is not held.
+/// queue decides between another attempt and the dead letters. None when
+/// the lease is not held.
 pub fn fail(
     client: &mut SpiClient<'_>,
     id: i64,
@@ -199,13 +199,12 @@ pub fn fail(
     error: &str,
     retry_in_us: Option<i64>,
     permanent: bool,
-) -> Option<&'static str> {
-    let rows = db::run(client, &queries::FAIL_LOCK, &[id.into(), lease.into()]);
-    let row = rows.into_iter().next()?;
-    let attempts: i32 = row.get(1).ok().flatten().expect("attempts");
-    let max_attempts: i32 = row.get(2).ok().flatten().expect("max_attempts");
-    let backoff: String = row.get(3).ok().flatten().expect("backoff");
-    let interval = |n| micros(&row.get::<Interval>(n).ok().flatten().expect("an interval"));
+) -> Option<Failed> {
+    let row = db::run(client, &queries::FAIL_LOCK, args![id = id, lease = lease]).first()?;
+    let attempts: i32 = row.value("attempts");
+    let max_attempts: i32 = row.value("max_attempts");
+    let backoff: String = row.value("backoff");
+    let interval = |name| micros(&row.value::<Interval>(name));
     // SAFETY: the process-wide PRNG state is seeded when the process starts
     // (InitProcessGlobals) and only this thread touches it; it is passed as
     // a raw pointer, with no Rust reference to it alive.
@@ -216,8 +215,8 @@ pub fn fail(
         permanent,
         retry_in_us,
         Backoff::parse(&backoff).expect("a stored backoff word"),
-        interval(4),
-        interval(5),
+        interval("retry_delay"),
+        interval("max_retry_delay"),
         random,
     );
     let now = crate::time::now_us();
@@ -228,14 +227,19 @@ pub fn fail(
             db::run(
                 client,
                 &queries::FAIL_RETRY,
-                &[id.into(), run_at.into(), state.into(), error.into()],
+                args![id = id, run_at = run_at, state = state, error = error],
             );
-            wake::on_commit(row.get(6).ok().flatten().unwrap_or(false));
-            "pending"
+            Failed {
+                status: "pending",
+                wake: row.value("has_sender"),
+            }
         }
         FailOutcome::Dead => {
             bury(client, vec![id], now, Some(error));
-            "failed"
+            Failed {
+                status: "failed",
+                wake: false,
+            }
         }
     })
 }

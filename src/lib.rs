@@ -7,6 +7,7 @@ use pgrx::prelude::*;
 
 mod api;
 mod catalog;
+mod contract;
 mod db;
 mod errors;
 mod gucs;
@@ -16,6 +17,7 @@ mod policy;
 mod queries;
 mod regprocedure;
 mod rules;
+mod senders;
 mod time;
 mod versions;
 mod worker;

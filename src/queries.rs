@@ -1,4 +1,9 @@
-//! The statements of the API, from `sql/queries/`, with their parameter types.
+//! The statements of the extension, from `sql/queries/`: for each, the one
+//! declaration of its shape, the names and types of its parameters in `$n`
+//! order and the names of its result columns in order. Calls pass
+//! arguments by these names (`db::args!`) and read columns by them
+//! (`db::Row`); the `#[pg_test]` statements_have_their_declared_shape
+//! checks every declaration against the prepared statement.
 
 use pgrx::pg_sys::BuiltinOid::*;
 use pgrx::pg_sys::PgOid::BuiltIn;
@@ -6,60 +11,88 @@ use pgrx::pg_sys::PgOid::BuiltIn;
 use crate::db::Statement;
 
 macro_rules! statements {
-    ($($name:ident = $file:literal ($($arg:ident),*);)*) => {
-        $(pub const $name: Statement = Statement {
-            sql: include_str!(concat!("../sql/queries/", $file)),
-            args: &[$(BuiltIn($arg)),*],
+    ($($name:ident = $file:literal $(+ $more:literal)*
+        ($($param:ident: $type:ident),*) -> ($($column:ident),*);)*) => {
+        $(pub static $name: Statement = Statement {
+            file: concat!($file $(, " + ", $more)*),
+            sql: concat!(
+                include_str!(concat!("../sql/queries/", $file))
+                $(, include_str!(concat!("../sql/queries/", $more)))*
+            ),
+            params: &[$(stringify!($param)),*],
+            types: &[$(BuiltIn($type)),*],
+            columns: &[$(stringify!($column)),*],
         };)*
 
-        /// Every statement, for the test that prepares them all.
+        /// Every statement, for the tests that prepare them all.
         #[cfg(any(test, feature = "pg_test"))]
-        pub const ALL: &[&Statement] = &[$(&$name),*];
+        pub static ALL: &[&Statement] = &[$(&$name),*];
     };
 }
 
 statements! {
-    FIND_QUEUE = "find_queue.sql" (TEXTOID);
-    CREATE_QUEUE = "create_queue.sql" (TEXTOID, OIDOID, INT4OID, TEXTOID, INTERVALOID,
-        INTERVALOID, INTERVALOID, INTERVALOID);
-    ALTER_QUEUE = "alter_queue.sql" (INT4OID, INT4OID, TEXTOID, INTERVALOID, INTERVALOID,
-        INTERVALOID, INTERVALOID);
-    DROP_QUEUE = "drop_queue.sql" (INT4OID, BOOLOID);
-    SET_PAUSED = "set_paused.sql" (INT4OID, BOOLOID);
-    PURGE = "purge.sql" (INT4OID, TEXTOID);
+    FIND_QUEUE = "find_queue.sql" (name: TEXTOID)
+        -> (id, owner, max_attempts, lease, paused, sender);
+    CREATE_QUEUE = "create_queue.sql" (name: TEXTOID, owner: OIDOID, max_attempts: INT4OID,
+        backoff: TEXTOID, retry_delay: INTERVALOID, max_retry_delay: INTERVALOID,
+        lease: INTERVALOID, retention: INTERVALOID) -> ();
+    ALTER_QUEUE = "alter_queue.sql" (queue_id: INT4OID, max_attempts: INT4OID, backoff: TEXTOID,
+        retry_delay: INTERVALOID, max_retry_delay: INTERVALOID, lease: INTERVALOID,
+        retention: INTERVALOID) -> ();
+    DROP_QUEUE = "drop_queue.sql" (queue_id: INT4OID, force: BOOLOID) -> (dropped, unfinished);
+    SET_PAUSED = "set_paused.sql" (queue_id: INT4OID, paused: BOOLOID) -> ();
+    PURGE = "purge.sql" (queue_id: INT4OID, status: TEXTOID) -> (purged);
 
-    ENQUEUE = "enqueue.sql" (INT4OID, JSONBOID, JSONBOID, INT4OID, TIMESTAMPTZOID, TEXTOID,
-        TEXTOID, TIMESTAMPTZOID);
-    ENQUEUE_BATCH = "enqueue_batch.sql" (INT4OID, JSONBARRAYOID, INT4OID, TIMESTAMPTZOID,
-        TEXTOID, TIMESTAMPTZOID);
-    DEDUP_FIND = "dedup_find.sql" (INT4OID, TEXTOID);
+    ENQUEUE = "enqueue.sql" (queue_id: INT4OID, payload: JSONBOID, headers: JSONBOID,
+        priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, dedup_key: TEXTOID,
+        now: TIMESTAMPTZOID) -> (id);
+    ENQUEUE_BATCH = "enqueue_batch.sql" (queue_id: INT4OID, payloads: JSONBARRAYOID,
+        priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, now: TIMESTAMPTZOID)
+        -> (ids);
+    DEDUP_FIND = "dedup_find.sql" (queue_id: INT4OID, dedup_key: TEXTOID) -> (id);
 
-    CLAIM_CHORES = "claim_chores.sql" (INT4OID, TIMESTAMPTZOID);
-    PROMOTE = "promote.sql" (INT4OID, TIMESTAMPTZOID, INT4OID);
-    RESCUE = "rescue.sql" (INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID);
-    CLAIM = "claim.sql" (INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID);
-    COMPLETE = "complete.sql" (INT8ARRAYOID, UUIDARRAYOID, TIMESTAMPTZOID);
-    FINISH = "finish.sql" (INT8ARRAYOID, TIMESTAMPTZOID, TEXTOID);
-    FAIL_LOCK = "fail_lock.sql" (INT8OID, UUIDOID);
-    FAIL_RETRY = "fail_retry.sql" (INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID);
-    BURY = "bury.sql" (INT8ARRAYOID, TIMESTAMPTZOID, TEXTOID);
-    EXTEND = "extend.sql" (INT8OID, UUIDOID, TIMESTAMPTZOID);
+    CLAIM_CHORES = "claim_chores.sql" (queue_id: INT4OID, now: TIMESTAMPTZOID)
+        -> (due, expired);
+    PROMOTE = "promote.sql" (queue_id: INT4OID, now: TIMESTAMPTZOID, limit: INT4OID) -> ();
+    TAKE_BACK = "take_back.sql" (queue_id: INT4OID, now: TIMESTAMPTZOID, limit: INT4OID,
+        max_attempts: INT4OID) -> (id, exhausted);
+    CLAIM = "claim.sql" (queue_id: INT4OID, limit: INT4OID, max_attempts: INT4OID,
+        lease_until: TIMESTAMPTZOID, worker: TEXTOID)
+        -> (id, state, payload, headers, attempts, enqueued_at, lease, lease_expires_at,
+            priority, run_at);
+    COMPLETE = "complete.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
+        status: TEXTOID, leases: UUIDARRAYOID) -> (id);
+    FINISH = "finish.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
+        status: TEXTOID) -> (id);
+    FAIL_LOCK = "fail_lock.sql" (id: INT8OID, lease: UUIDOID)
+        -> (attempts, max_attempts, backoff, retry_delay, max_retry_delay, has_sender);
+    FAIL_RETRY = "fail_retry.sql" (id: INT8OID, run_at: TIMESTAMPTZOID, state: TEXTOID,
+        error: TEXTOID) -> ();
+    BURY = "bury.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID, error: TEXTOID) -> ();
+    EXTEND = "extend.sql" (id: INT8OID, lease: UUIDOID, lease_until: TIMESTAMPTZOID)
+        -> (lease_expires_at);
 
-    RETRY_FIND = "retry_find.sql" (INT8OID);
-    RETRY = "retry.sql" (INT8OID, TIMESTAMPTZOID);
+    RETRY_FIND = "retry_find.sql" (id: INT8OID) -> (queue_id, dedup_key, has_sender);
+    RETRY = "retry.sql" (id: INT8OID, run_at: TIMESTAMPTZOID) -> (queue_id);
 
-    SET_SENDER = "set_sender.sql" (INT4OID, TEXTOID, OIDOID, INT4OID);
-    SENDER_FUNCTION = "sender_function.sql" (OIDOID, OIDOID);
-    SENDER_QUEUES = "sender_queues.sql" ();
-    SENDER_CHECK = "sender_check.sql" (INT4OID);
-    LOGIN_SETTINGS = "login_settings.sql" (OIDOID, OIDOID);
-    DELIVER_LOCK = "deliver_lock.sql" (INT8ARRAYOID, UUIDARRAYOID, TEXTOID, INT4OID);
-    RELEASE = "release.sql" (INT8ARRAYOID);
-    ORPHANS = "orphans.sql" (TEXTOID);
-    ORPHAN_LOCK = "orphan_lock.sql" (INT8OID, TEXTOID);
-    RECLAIM = "reclaim.sql" (INT8OID, TIMESTAMPTZOID, TEXTOID);
-    UNCLAIM = "unclaim.sql" (INT8OID);
-    EXPIRE_LEASES = "expire_leases.sql" (TIMESTAMPTZOID, INT4OID);
-    NEXT_DUE = "next_due.sql" ();
-    NEXT_CLEANUP = "next_cleanup.sql" ();
+    SET_SENDER = "set_sender.sql" (queue_id: INT4OID, sender: TEXTOID, role: OIDOID,
+        batch_size: INT4OID) -> (had_sender);
+    SENDER_FUNCTION = "sender_function.sql" (function: OIDOID, role: OIDOID)
+        -> (kind, returns_set, arguments, signature, executable);
+    SENDER_QUEUES = "sender_queues.sql" () -> (id, name, sender, role, batch_size);
+    SENDER_CHECK = "sender_check.sql" (queue_id: INT4OID)
+        -> (sender, function, role, role_name, role_exists, name, max_attempts);
+    LOGIN_SETTINGS = "login_settings.sql" (role: OIDOID, database: OIDOID) -> (setting);
+    DELIVER_LOCK = "deliver_lock.sql" (ids: INT8ARRAYOID, leases: UUIDARRAYOID, queue: TEXTOID,
+        max_attempts: INT4OID) -> (id, job);
+    RELEASE = "release.sql" (ids: INT8ARRAYOID) -> ();
+    LEFT_IN_FLIGHT = "left_in_flight.sql" (worker: TEXTOID) -> (id);
+    RECOVER_LOCK = "recover_lock.sql" (id: INT8OID, worker: TEXTOID)
+        -> (attempts, max_attempts, lease, has_sender, queue_id);
+    RECOVER_CLAIM = "recover_claim.sql" (id: INT8OID, lease_until: TIMESTAMPTZOID, error: TEXTOID)
+        -> (lease);
+    RELEASE_ONE = "release_one.sql" (id: INT8OID) -> ();
+    EXPIRE_LEASES = "expire_leases.sql" (now: TIMESTAMPTZOID, limit: INT4OID) -> (id);
+    NEXT_DUE = "next_due.sql" () -> (at);
+    NEXT_CLEANUP = "next_cleanup.sql" () -> (at);
 }

@@ -1,13 +1,8 @@
 //! The input rules of the API (names, ranges, limits), pure and unit-tested.
 
+use crate::contract::{MAX_BATCH, STATUSES, WORKER_NAME};
 use crate::errors::QueueError;
 use crate::policy::Backoff;
-
-/// Largest array `queue_enqueue_batch` and `queue_complete_batch` accept, and
-/// the most jobs one `queue_claim` call hands out.
-pub const MAX_BATCH: usize = 10_000;
-
-pub const NAME_RULE: &str = "a queue name is 1 to 63 characters of a-z, 0-9, _, -, . and :";
 
 pub fn check_name(name: &str) -> Result<(), QueueError> {
     let allowed = |c: char| matches!(c, 'a'..='z' | '0'..='9' | '_' | '-' | '.' | ':');
@@ -82,9 +77,6 @@ pub fn check_max_jobs(value: i32) -> Result<usize, QueueError> {
     }
 }
 
-/// The status words of a job, as `queue_jobs` shows them.
-pub const STATUSES: [&str; 5] = ["pending", "processing", "succeeded", "failed", "cancelled"];
-
 pub fn check_status(word: &str) -> Result<&str, QueueError> {
     if STATUSES.contains(&word) {
         Ok(word)
@@ -106,11 +98,6 @@ pub fn check_batch_size(value: i32) -> Result<i32, QueueError> {
         })
     }
 }
-
-/// The name background workers claim jobs under. It marks the jobs a worker
-/// has in flight, so that the next worker knows which ones a stopped worker
-/// left behind; consumers may not use it.
-pub const WORKER_NAME: &str = "queue worker";
 
 pub fn check_worker_name(worker: &str) -> Result<(), QueueError> {
     if worker == WORKER_NAME {

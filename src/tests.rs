@@ -18,13 +18,81 @@ mod tests {
             .expect("a non-NULL value")
     }
 
+    /// Every statement prepares with the parameter types queries.rs
+    /// declares, its result columns are the ones declared, by name and in
+    /// order, and its text names each parameter it declares: a column or a
+    /// parameter added, dropped, renamed or moved on one side only fails
+    /// here.
     #[pg_test]
-    fn every_statement_prepares() {
-        Spi::connect(|client| {
-            for stmt in queries::ALL {
-                let prepared = client.prepare_mut(stmt.sql, stmt.args);
-                assert!(prepared.is_ok(), "cannot prepare {}", stmt.sql);
+    fn statements_have_their_declared_shape() {
+        Spi::run("SET LOCAL search_path = pg_catalog, public, pg_temp").unwrap();
+        for stmt in queries::ALL {
+            assert_eq!(stmt.params.len(), stmt.types.len(), "{}", stmt.file);
+            let c_sql = std::ffi::CString::new(stmt.sql).unwrap();
+            let mut types: Vec<pg_sys::Oid> = stmt.types.iter().map(|t| t.value()).collect();
+            // SAFETY: inside this test's transaction, with SPI connected for
+            // the call; the text and the type array outlive SPI_prepare,
+            // which copies them; the plan's sources and their result
+            // descriptor are read before SPI_finish frees them.
+            let columns = unsafe {
+                assert_eq!(pg_sys::SPI_connect(), pg_sys::SPI_OK_CONNECT as i32);
+                let plan =
+                    pg_sys::SPI_prepare(c_sql.as_ptr(), types.len() as i32, types.as_mut_ptr());
+                assert!(!plan.is_null(), "{} does not prepare", stmt.file);
+                let sources = pgrx::PgList::<pg_sys::CachedPlanSource>::from_pg(
+                    pg_sys::SPI_plan_get_plan_sources(plan),
+                );
+                let source = sources.get_ptr(sources.len() - 1).unwrap();
+                let desc = (*source).resultDesc;
+                let names: Vec<String> = if desc.is_null() {
+                    Vec::new()
+                } else {
+                    pgrx::PgTupleDesc::from_pg_unchecked(desc)
+                        .iter()
+                        .map(|a| a.name().to_string())
+                        .collect()
+                };
+                pg_sys::SPI_finish();
+                names
+            };
+            assert_eq!(columns, stmt.columns, "the result columns of {}", stmt.file);
+            for n in 1..=stmt.params.len() {
+                assert!(
+                    stmt.sql.contains(&format!("${n}")),
+                    "{} declares ${n} ({}) but never uses it",
+                    stmt.file,
+                    stmt.params[n - 1]
+                );
             }
+            assert!(
+                !stmt.sql.contains(&format!("${}", stmt.params.len() + 1)),
+                "{} uses more parameters than it declares",
+                stmt.file
+            );
+        }
+    }
+
+    /// A column read under a name its statement does not declare, or as
+    /// another type, is an error with SQLSTATE XX000, never a silent NULL.
+    #[pg_test(
+        error = "internal error in the queue extension's statement find_queue.sql: it declares no result column nosuch"
+    )]
+    fn a_column_read_by_a_wrong_name_is_an_error() {
+        Spi::run("SELECT queue_create('t.shape')").unwrap();
+        db::with_tables(|client| {
+            let row = db::run(client, &queries::FIND_QUEUE, db::args![name = "t.shape"])
+                .first()
+                .unwrap();
+            let _: Option<i32> = row.get("nosuch");
+        });
+    }
+
+    #[pg_test(
+        error = "internal error in the queue extension's statement find_queue.sql: called with (queue), declared (name)"
+    )]
+    fn arguments_under_other_names_are_an_error() {
+        db::with_tables(|client| {
+            db::run(client, &queries::FIND_QUEUE, db::args![queue = "t.shape"]);
         });
     }
 
@@ -214,7 +282,13 @@ mod tests {
     /// plan) under EXPLAIN ANALYZE, and checks that it reads the job tables
     /// through indexes only and no more than `max_rows` rows from any of them:
     /// its cost does not grow with the jobs stored.
-    fn assert_index_driven(stmt: &crate::db::Statement, types: &str, args: &str, max_rows: i64) {
+    fn assert_index_driven(stmt: &crate::db::Statement, args: &str, max_rows: i64) {
+        let types = stmt
+            .types
+            .iter()
+            .map(|t| one::<String>(&format!("SELECT format_type({}, NULL)", t.value().to_u32())))
+            .collect::<Vec<_>>()
+            .join(", ");
         Spi::run("SET LOCAL plan_cache_mode = force_generic_plan").unwrap();
         Spi::run("SET LOCAL enable_seqscan = off").unwrap();
         Spi::run("DEALLOCATE ALL").unwrap();
@@ -286,40 +360,26 @@ mod tests {
         ));
         assert_index_driven(
             &queries::CLAIM,
-            "int, int, int, timestamptz, text",
             &format!("{queue}, 10, 5, now() + interval '1 hour', 'test'"),
             10,
         );
         assert_index_driven(
             &queries::COMPLETE,
-            "bigint[], uuid[], timestamptz",
-            &format!("{batch}, {leases}, now()"),
+            &format!("{batch}, now(), 'succeeded', {leases}"),
             10,
         );
         assert_index_driven(
             &queries::DELIVER_LOCK,
-            "bigint[], uuid[], text, int",
             &format!("{batch}, {leases}, 't.scan', 5"),
             10,
         );
         assert_index_driven(
             &queries::FINISH,
-            "bigint[], timestamptz, text",
             &format!("{batch}, now(), 'succeeded'"),
             10,
         );
-        assert_index_driven(
-            &queries::PROMOTE,
-            "int, timestamptz, int",
-            &format!("{queue}, now(), 1000"),
-            0,
-        );
-        assert_index_driven(
-            &queries::RESCUE,
-            "int, timestamptz, int, int",
-            &format!("{queue}, now(), 10, 5"),
-            0,
-        );
+        assert_index_driven(&queries::PROMOTE, &format!("{queue}, now(), 1000"), 0);
+        assert_index_driven(&queries::TAKE_BACK, &format!("{queue}, now(), 10, 5"), 0);
     }
 
     /// queue_stats reads the unfinished jobs and the counters, never the

@@ -3,6 +3,6 @@
 -- probes: most claims have neither, and an UPDATE that finds nothing still
 -- costs the set-up of every partition and index it could write.
 SELECT EXISTS (SELECT FROM queue_live
-                WHERE queue_id = $1 AND state = 'scheduled' AND run_at <= $2),
+                WHERE queue_id = $1 AND state = 'scheduled' AND run_at <= $2) AS due,
        EXISTS (SELECT FROM queue_live
-                WHERE queue_id = $1 AND state = 'processing' AND lease_expires_at < $2)
+                WHERE queue_id = $1 AND state = 'processing' AND lease_expires_at < $2) AS expired

@@ -5,7 +5,7 @@
 SELECT l.id,
        jsonb_build_object('id', l.id, 'queue', $3::text, 'payload', l.payload,
                           'headers', l.headers, 'attempt', l.attempts,
-                          'max_attempts', $4::int, 'enqueued_at', l.enqueued_at)
+                          'max_attempts', $4::int, 'enqueued_at', l.enqueued_at) AS job
   FROM unnest($1::bigint[], $2::uuid[]) AS p(id, lease)
   JOIN queue_live l ON l.id = p.id AND l.lease = p.lease  -- in flight (see complete.sql)
    FOR UPDATE OF l

@@ -14,4 +14,4 @@ WITH jobs AS (
     INSERT INTO queue_tallies (queue_id, enqueued_total)
     SELECT queue_id, count(*) FROM jobs GROUP BY queue_id
 )
-SELECT array_agg(id ORDER BY id) FROM jobs
+SELECT array_agg(id ORDER BY id) AS ids FROM jobs

@@ -23,4 +23,4 @@ WITH live AS (
     UNION ALL
     SELECT $1, -1, 0, 0, -count(*) FROM dead HAVING count(*) > 0
 )
-SELECT (SELECT count(*) FROM live) + (SELECT count(*) FROM done) + (SELECT count(*) FROM dead)
+SELECT (SELECT count(*) FROM live) + (SELECT count(*) FROM done) + (SELECT count(*) FROM dead) AS purged

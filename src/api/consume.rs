@@ -5,13 +5,14 @@ use pgrx::prelude::*;
 
 use super::duration;
 use crate::catalog;
-use crate::db;
+use crate::db::{self, args};
 use crate::errors::{required, OrRaise, QueueError};
 use crate::jobs;
 use crate::jsonb::Jsonb;
 use crate::policy::add_delay;
 use crate::queries;
 use crate::rules::{self, at_least_zero, positive};
+use crate::worker::wake;
 
 // (the column names live in the signature, where pgrx reads them)
 #[allow(clippy::type_complexity)]
@@ -140,7 +141,10 @@ fn queue_fail(
         at_least_zero("retry_in", &d).or_raise();
         d.micros
     });
-    db::with_tables(|client| jobs::fail(client, id, lease, error, retry_in_us, permanent))
+    let failed =
+        db::with_tables(|client| jobs::fail(client, id, lease, error, retry_in_us, permanent))?;
+    wake::on_commit(failed.wake);
+    Some(failed.status)
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -155,13 +159,12 @@ fn queue_extend(
     positive("by", &by).or_raise();
     let expires = db::timestamp(add_delay(crate::time::now_us(), by.micros));
     db::with_tables(|client| {
-        let rows = db::run(
+        db::run(
             client,
             &queries::EXTEND,
-            &[id.into(), lease.into(), expires.into()],
-        );
-        rows.into_iter()
-            .next()
-            .and_then(|r| r.get(1).ok().flatten())
+            args![id = id, lease = lease, lease_until = expires],
+        )
+        .first()
+        .map(|r| r.value("lease_expires_at"))
     })
 }

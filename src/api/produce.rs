@@ -6,7 +6,7 @@ use pgrx::spi::SpiClient;
 
 use super::duration;
 use crate::catalog::{self, Queue};
-use crate::db;
+use crate::db::{self, args};
 use crate::errors::{required, OrRaise, QueueError};
 use crate::jsonb::{Jsonb, JsonbArray};
 use crate::policy::{add_delay, TIMESTAMP_END_US};
@@ -75,29 +75,30 @@ fn queue_enqueue(
         let queue = queue_for_insert(client, name);
         if let Some(key) = dedup_key {
             catalog::lock_dedup_key(queue.id, key);
-            let existing = db::run(client, &queries::DEDUP_FIND, &[queue.id.into(), key.into()]);
-            if let Some(row) = existing.into_iter().next() {
-                return row.get::<i64>(1).ok().flatten().expect("a job id");
+            let existing = db::run(
+                client,
+                &queries::DEDUP_FIND,
+                args![queue_id = queue.id, dedup_key = key],
+            );
+            if let Some(row) = existing.first() {
+                return row.value("id");
             }
         }
         let rows = db::run(
             client,
             &queries::ENQUEUE,
-            &[
-                queue.id.into(),
-                payload.into(),
-                headers.into(),
-                priority.into(),
-                db::timestamp(due).into(),
-                state.into(),
-                dedup_key.into(),
-                db::timestamp(now).into(),
+            args![
+                queue_id = queue.id,
+                payload = payload,
+                headers = headers,
+                priority = priority,
+                run_at = db::timestamp(due),
+                state = state,
+                dedup_key = dedup_key,
+                now = db::timestamp(now),
             ],
         );
-        let ids = rows
-            .into_iter()
-            .filter_map(|r| r.get::<i64>(1).ok().flatten())
-            .collect();
+        let ids = rows.map(|r| r.value::<i64>("id")).collect();
         let id = inserted(ids, name)[0];
         wake::on_commit(queue.sender.is_some());
         id
@@ -141,16 +142,17 @@ fn queue_enqueue_batch(
         let rows = db::run(
             client,
             &queries::ENQUEUE_BATCH,
-            &[
-                queue.id.into(),
-                payloads.into(),
-                priority.into(),
-                db::timestamp(due).into(),
-                state.into(),
-                db::timestamp(now).into(),
+            args![
+                queue_id = queue.id,
+                payloads = payloads,
+                priority = priority,
+                run_at = db::timestamp(due),
+                state = state,
+                now = db::timestamp(now),
             ],
         );
-        let ids: Vec<i64> = rows.first().get_one().ok().flatten().unwrap_or_default();
+        // (NULL: the queue was gone, and `inserted` says so)
+        let ids: Vec<i64> = rows.first().and_then(|r| r.get("ids")).unwrap_or_default();
         wake::on_commit(queue.sender.is_some());
         inserted(ids, name)
     });

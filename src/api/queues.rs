@@ -5,7 +5,7 @@ use pgrx::prelude::*;
 
 use super::duration;
 use crate::catalog;
-use crate::db;
+use crate::db::{self, args};
 use crate::errors::{required, OrRaise, QueueError};
 use crate::queries;
 use crate::rules::{self, at_least_zero, positive};
@@ -61,16 +61,32 @@ impl Options<'_> {
         Ok(())
     }
 
-    /// The options as statement parameters, in the order of their columns.
-    fn args(&self) -> [DatumWithOid<'_>; 6] {
-        [
+    /// Runs `stmt` with the `leading` arguments, then the options, in the
+    /// order of their columns (queue_create's and queue_alter's statements).
+    fn run(
+        &self,
+        client: &mut pgrx::spi::SpiClient<'_>,
+        stmt: &'static db::Statement,
+        leading: Vec<(&'static str, DatumWithOid<'_>)>,
+    ) {
+        let (mut names, mut values): (Vec<_>, Vec<_>) = leading.into_iter().unzip();
+        names.extend([
+            "max_attempts",
+            "backoff",
+            "retry_delay",
+            "max_retry_delay",
+            "lease",
+            "retention",
+        ]);
+        values.extend([
             self.max_attempts.into(),
             self.backoff.into(),
             self.retry_delay.into(),
             self.max_retry_delay.into(),
             self.lease.into(),
             self.retention.into(),
-        ]
+        ]);
+        db::run(client, stmt, (&names, &values));
     }
 }
 
@@ -97,9 +113,11 @@ fn queue_create(
     options.check().or_raise();
     let owner = db::calling_role();
     db::with_tables(|client| {
-        let mut args = vec![name.into(), owner.into()];
-        args.extend(options.args());
-        db::run(client, &queries::CREATE_QUEUE, &args);
+        options.run(
+            client,
+            &queries::CREATE_QUEUE,
+            vec![("name", name.into()), ("owner", owner.into())],
+        );
     })
 }
 
@@ -125,9 +143,11 @@ fn queue_alter(
     rules::check_name(name).or_raise();
     options.check().or_raise();
     with_owned_queue(name, "alter", |client, queue| {
-        let mut args = vec![queue.id.into()];
-        args.extend(options.args());
-        db::run(client, &queries::ALTER_QUEUE, &args);
+        options.run(
+            client,
+            &queries::ALTER_QUEUE,
+            vec![("queue_id", queue.id.into())],
+        );
     })
 }
 
@@ -145,11 +165,12 @@ fn queue_drop(queue: Option<&str>, force: default!(Option<bool>, false)) -> bool
         let row = db::run(
             client,
             &queries::DROP_QUEUE,
-            &[queue.id.into(), force.into()],
+            args![queue_id = queue.id, force = force],
         )
-        .first();
-        let dropped: i64 = row.get(1).ok().flatten().unwrap_or(0);
-        let unfinished: i64 = row.get(2).ok().flatten().unwrap_or(0);
+        .first()
+        .expect("one row");
+        let dropped: i64 = row.value("dropped");
+        let unfinished: i64 = row.value("unfinished");
         if dropped == 0 && unfinished > 0 {
             QueueError::UnfinishedJobs {
                 name: name.to_string(),
@@ -170,7 +191,7 @@ fn set_paused(queue: Option<&str>, paused: bool) {
         db::run(
             client,
             &queries::SET_PAUSED,
-            &[queue.id.into(), paused.into()],
+            args![queue_id = queue.id, paused = paused],
         );
         if !paused {
             wake::on_commit(queue.sender.is_some());
@@ -194,11 +215,13 @@ fn queue_purge(queue: Option<&str>, status: default!(Option<&str>, "NULL")) -> i
     rules::check_name(name).or_raise();
     let status = status.map(|s| rules::check_status(s).or_raise());
     with_owned_queue(name, "purge", |client, queue| {
-        db::run(client, &queries::PURGE, &[queue.id.into(), status.into()])
-            .first()
-            .get_one::<i64>()
-            .ok()
-            .flatten()
-            .unwrap_or(0)
+        db::run(
+            client,
+            &queries::PURGE,
+            args![queue_id = queue.id, status = status],
+        )
+        .first()
+        .expect("one row")
+        .value::<i64>("purged")
     })
 }

@@ -4,7 +4,7 @@
 use pgrx::prelude::*;
 
 use crate::catalog;
-use crate::db;
+use crate::db::{self, args};
 use crate::errors::required;
 use crate::queries;
 use crate::worker::wake;
@@ -14,13 +14,13 @@ fn queue_retry(id: Option<i64>) -> bool {
     let id = required(id, "id");
     let now = db::timestamp(crate::time::now_us());
     db::with_tables(|client| {
-        let found = db::run(client, &queries::RETRY_FIND, &[id.into()]);
-        let Some(row) = found.into_iter().next() else {
+        let Some(row) = db::run(client, &queries::RETRY_FIND, args![id = id]).first() else {
             return false;
         };
-        let queue_id: i32 = row.get(1).ok().flatten().expect("a queue id");
-        let key: Option<String> = row.get(2).ok().flatten();
-        let pushed: bool = row.get(3).ok().flatten().unwrap_or(false);
+        let queue_id: i32 = row.value("queue_id");
+        let key: Option<String> = row.get("dedup_key");
+        // (NULL: the queue is gone, and the retry below finds nothing)
+        let pushed = row.get::<bool>("has_sender").unwrap_or(false);
         // The locks of an enqueue: the queue is not dropped meanwhile, and
         // no other job with the key is enqueued meanwhile.
         catalog::lock_queue(queue_id, false);
@@ -29,13 +29,13 @@ fn queue_retry(id: Option<i64>) -> bool {
             let holder = db::run(
                 client,
                 &queries::DEDUP_FIND,
-                &[queue_id.into(), key.as_str().into()],
+                args![queue_id = queue_id, dedup_key = key.as_str()],
             );
             if !holder.is_empty() {
                 return false;
             }
         }
-        let retried = !db::run(client, &queries::RETRY, &[id.into(), now.into()]).is_empty();
+        let retried = !db::run(client, &queries::RETRY, args![id = id, run_at = now]).is_empty();
         if retried {
             wake::on_commit(pushed);
         }
@@ -51,7 +51,7 @@ fn queue_cancel(id: Option<i64>) -> bool {
         let ended = db::run(
             client,
             &queries::FINISH,
-            &[vec![id].into(), now.into(), "cancelled".into()],
+            args![ids = vec![id], at = now, status = "cancelled"],
         );
         !ended.is_empty()
     })

@@ -20,14 +20,16 @@ use pgrx::pg_sys::{self, Oid};
 use super::sender::{Outcome, Sender};
 use super::session::{self, Session};
 use super::shared::{State, SHARED};
+use super::wake;
 use crate::catalog;
-use crate::db;
+use crate::contract::WORKER_NAME;
+use crate::db::{self, args};
 use crate::gucs;
 use crate::jobs;
 use crate::jsonb::Jsonb;
 use crate::policy::add_delay;
 use crate::queries;
-use crate::rules::WORKER_NAME;
+use crate::senders::{self, Refusal};
 
 /// Subtransactions with a transaction id that one commit may hold before
 /// PostgreSQL's per-backend cache of them overflows (PGPROC_MAX_CACHED_SUBXIDS).
@@ -75,21 +77,25 @@ impl Delivery {
     /// and delivered on its own (or buried when it has no attempt left, or
     /// made ready again when its queue lost its sender). Returns how many.
     pub fn recover(&mut self, session: &Session) -> usize {
-        let orphans: Vec<i64> = session::transaction(|| {
+        let left: Vec<i64> = session::transaction(|| {
             session.tables(|client| {
-                db::run(client, &queries::ORPHANS, &[WORKER_NAME.into()])
-                    .filter_map(|r| r.get::<i64>(1).ok().flatten())
-                    .collect()
+                db::run(
+                    client,
+                    &queries::LEFT_IN_FLIGHT,
+                    args![worker = WORKER_NAME],
+                )
+                .map(|r| r.value::<i64>("id"))
+                .collect()
             })
         });
-        for &id in &orphans {
-            let claimed = session::transaction(|| session.tables(|c| reclaim(c, id)));
+        for &id in &left {
+            let claimed = session::transaction(|| session.tables(|c| recover_one(c, id)));
             report_stat();
             if let Some((queue_id, job)) = claimed {
                 self.deliver(session, queue_id, vec![job]);
             }
         }
-        orphans.len()
+        left.len()
     }
 
     /// One batch for each sender queue with due jobs, starting after the
@@ -157,16 +163,15 @@ impl Delivery {
             let rows = db::run(
                 client,
                 &queries::DELIVER_LOCK,
-                &[
-                    ids.into(),
-                    leases.into(),
-                    name.as_str().into(),
-                    max_attempts.into(),
+                args![
+                    ids = ids,
+                    leases = leases,
+                    queue = name.as_str(),
+                    max_attempts = max_attempts,
                 ],
             );
-            let mut locked: Vec<(i64, Jsonb)> = rows
-                .filter_map(|r| Some((r.get(1).ok()??, r.get(2).ok()??)))
-                .collect();
+            let mut locked: Vec<(i64, Jsonb)> =
+                rows.map(|r| (r.value("id"), r.value("job"))).collect();
             // in claim order (a cancelled job is no longer there)
             locked.sort_by_key(|(id, _)| claimed[id].0);
             (check, locked)
@@ -176,7 +181,7 @@ impl Delivery {
             Check::NoSender => {
                 let ids: Vec<i64> = locked.iter().map(|(id, _)| *id).collect();
                 session.tables(|client| {
-                    db::run(client, &queries::RELEASE, &[ids.into()]);
+                    db::run(client, &queries::RELEASE, args![ids = ids]);
                 });
                 return Vec::new();
             }
@@ -232,7 +237,8 @@ impl Delivery {
                 jobs::succeed(client, delivered);
             }
             for (id, message, permanent) in &failed {
-                jobs::fail(client, *id, lease_of(*id), message, None, *permanent);
+                let failed = jobs::fail(client, *id, lease_of(*id), message, None, *permanent);
+                wake::on_commit(failed.is_some_and(|f| f.wake));
             }
         });
         let mut shared = SHARED.exclusive();
@@ -262,49 +268,39 @@ enum Check {
 }
 
 /// Checked again before every transaction of calls: the registering role
-/// may have been dropped or lost EXECUTE, the function dropped or renamed.
-/// Also returns the queue's name and max_attempts, when it still exists.
+/// may have been dropped or lost EXECUTE, the function dropped, renamed or
+/// made again as another kind (senders::check, as at registration). Also
+/// returns the queue's name and max_attempts, when it still exists.
 fn check_sender(
     client: &mut pgrx::spi::SpiClient<'_>,
     queue_id: i32,
 ) -> (Check, Option<(String, i32)>) {
-    let rows = db::run(client, &queries::SENDER_CHECK, &[queue_id.into()]);
-    let Some(row) = rows.into_iter().next() else {
+    let Some(row) = db::run(client, &queries::SENDER_CHECK, args![queue_id = queue_id]).first()
+    else {
         return (Check::NoSender, None);
     };
     let queue = (
-        row.get::<String>(7).ok().flatten().expect("a queue name"),
-        row.get::<i32>(8).ok().flatten().expect("max_attempts"),
+        row.value::<String>("name"),
+        row.value::<i32>("max_attempts"),
     );
-    let Some(signature) = row.get::<String>(1).ok().flatten() else {
+    let Some(registered) = row.get::<String>("sender") else {
         return (Check::NoSender, Some(queue));
     };
-    let function: Option<Oid> = row.get(2).ok().flatten();
-    let role: Oid = row.get(3).ok().flatten().expect("a sender role");
-    let role_name: String = row.get(4).ok().flatten().expect("a role name");
-    let role_exists: bool = row.get(5).ok().flatten().unwrap_or(false);
-    let can_execute: Option<bool> = row.get(6).ok().flatten();
-    let plain: bool = row
-        .get(9)
-        .ok()
-        .flatten()
-        .expect("whether the sender is plain");
-    let check = match (function, role_exists, can_execute) {
-        (None, _, _) => Check::Refused(format!("sender {signature} does not exist")),
-        (Some(_), _, _) if !plain => Check::Refused(format!(
-            "sender {signature} is no longer a plain function (a procedure, aggregate, window or set-returning function cannot deliver)"
+    let role: Oid = row.value("role");
+    let role_name: String = row.value("role_name");
+    let check = match row.get::<Oid>("function") {
+        None => Check::Refused(Refusal::Missing.at_delivery(&registered, &role_name)),
+        Some(_) if !row.value::<bool>("role_exists") => Check::Refused(format!(
+            "the role that registered sender {registered} (oid {role_name}) no longer exists"
         )),
-        (_, false, _) => Check::Refused(format!(
-            "the role that registered sender {signature} (oid {role_name}) no longer exists"
-        )),
-        (Some(function), true, Some(true)) => Check::Ready(Sender {
-            function,
-            role,
-            settings: login_settings(client, role),
-        }),
-        _ => Check::Refused(format!(
-            "role {role_name} no longer has EXECUTE on sender {signature}"
-        )),
+        Some(function) => match senders::check(client, function, role) {
+            Ok(_) => Check::Ready(Sender {
+                function,
+                role,
+                settings: login_settings(client, role),
+            }),
+            Err(refusal) => Check::Refused(refusal.at_delivery(&registered, &role_name)),
+        },
     };
     (check, Some(queue))
 }
@@ -317,18 +313,18 @@ fn login_settings(client: &mut pgrx::spi::SpiClient<'_>, role: Oid) -> Vec<Strin
     db::run(
         client,
         &queries::LOGIN_SETTINGS,
-        &[role.into(), database.into()],
+        args![role = role, database = database],
     )
-    .filter_map(|r| r.get::<String>(1).ok().flatten())
+    .map(|r| r.value::<String>("setting"))
     .collect()
 }
 
 fn sender_queues(client: &mut pgrx::spi::SpiClient<'_>) -> Vec<SenderQueue> {
-    db::run(client, &queries::SENDER_QUEUES, &[])
+    db::run(client, &queries::SENDER_QUEUES, args![])
         .map(|r| SenderQueue {
-            id: r.get(1).ok().flatten().expect("a queue id"),
-            name: r.get(2).ok().flatten().expect("a queue name"),
-            batch_size: r.get(5).ok().flatten().expect("a batch size"),
+            id: r.value("id"),
+            name: r.value("name"),
+            batch_size: r.value("batch_size"),
         })
         .collect()
 }
@@ -353,22 +349,22 @@ fn claim(client: &mut pgrx::spi::SpiClient<'_>, queue: &SenderQueue, size: usize
 /// A job a stopped worker left in flight: claimed again (a new attempt),
 /// buried when it has none left, or ready again when its queue no longer
 /// has a sender. Returns its queue and claim when it is to be delivered.
-fn reclaim(client: &mut pgrx::spi::SpiClient<'_>, id: i64) -> Option<(i32, InFlight)> {
-    let rows = db::run(
+fn recover_one(client: &mut pgrx::spi::SpiClient<'_>, id: i64) -> Option<(i32, InFlight)> {
+    let row = db::run(
         client,
-        &queries::ORPHAN_LOCK,
-        &[id.into(), WORKER_NAME.into()],
-    );
-    let row = rows.into_iter().next()?;
-    let attempts: i32 = row.get(1).ok().flatten().expect("attempts");
-    let max_attempts: i32 = row.get(2).ok().flatten().expect("max_attempts");
-    let lease: pgrx::datum::Interval = row.get(3).ok().flatten().expect("a lease");
-    let has_sender: bool = row.get(4).ok().flatten().expect("has_sender");
-    let queue_id: i32 = row.get(5).ok().flatten().expect("a queue id");
+        &queries::RECOVER_LOCK,
+        args![id = id, worker = WORKER_NAME],
+    )
+    .first()?;
+    let attempts: i32 = row.value("attempts");
+    let max_attempts: i32 = row.value("max_attempts");
+    let lease: pgrx::datum::Interval = row.value("lease");
+    let has_sender: bool = row.value("has_sender");
+    let queue_id: i32 = row.value("queue_id");
     let now = crate::time::now_us();
     let stopped = format!("the queue worker stopped during attempt {attempts} of {max_attempts}");
     if !has_sender {
-        db::run(client, &queries::UNCLAIM, &[id.into()]);
+        db::run(client, &queries::RELEASE_ONE, args![id = id]);
         return None;
     }
     if attempts >= max_attempts {
@@ -378,13 +374,11 @@ fn reclaim(client: &mut pgrx::spi::SpiClient<'_>, id: i64) -> Option<(i32, InFli
     let expires = db::timestamp(add_delay(now, catalog::micros(&lease)));
     let lease: Uuid = db::run(
         client,
-        &queries::RECLAIM,
-        &[id.into(), expires.into(), stopped.as_str().into()],
+        &queries::RECOVER_CLAIM,
+        args![id = id, lease_until = expires, error = stopped.as_str()],
     )
-    .first()
-    .get_one()
-    .ok()
-    .flatten()?;
+    .first()?
+    .value("lease");
     Some((queue_id, InFlight { id, lease }))
 }
 
@@ -407,12 +401,11 @@ pub fn next_due(client: &mut pgrx::spi::SpiClient<'_>) -> Option<i64> {
     time_of(client, &queries::NEXT_DUE)
 }
 
-/// The one timestamp that `stmt` returns (NULL: None). A result of another
-/// shape is a broken statement: an error, not "nothing due".
-fn time_of(client: &mut pgrx::spi::SpiClient<'_>, stmt: &db::Statement) -> Option<i64> {
-    db::run(client, stmt, &[])
+/// The one timestamp `at` that `stmt` returns (NULL: None).
+fn time_of(client: &mut pgrx::spi::SpiClient<'_>, stmt: &'static db::Statement) -> Option<i64> {
+    db::run(client, stmt, args![])
         .first()
-        .get_one::<pgrx::datum::TimestampWithTimeZone>()
-        .unwrap_or_else(|e| panic!("a statement of the queue worker returned no timestamp: {e}"))
+        .expect("one row")
+        .get::<pgrx::datum::TimestampWithTimeZone>("at")
         .map(|t| t.into_inner())
 }

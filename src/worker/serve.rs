@@ -76,7 +76,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     set_installed(database, Installed::Yes);
     wake::in_worker();
     let mut delivery = Delivery::new(slot);
-    let mut upkeep = Upkeep::new(crate::time::now_us(), upkeep_at);
+    let mut upkeep = Upkeep::new(crate::time::now_us(), upkeep_at, visit || !recovered);
     // When the worker last had work (a job, a wake-up, its start); None:
     // not yet, for a visit, which leaves as soon as nothing is due.
     let mut last_work = (!visit).then(crate::time::now_us);

@@ -146,7 +146,7 @@ pub fn first_maintenance(now: i64, recorded: i64, interval: i64) -> i64 {
 /// Whether queue_maintain(), due at `due`, runs at `now`: when due and
 /// `owed` (jobs moved since it last ran), unless the worker is in a `hurry`
 /// (another database waits for its slot); in a hurry, or when nothing is
-/// owed (its retention cleanup may still find expired jobs), only once it
+/// owed (its retention cleanup may still find jobs past retention), only once it
 /// is overdue by `grace`.
 pub fn maintenance_due(now: i64, due: i64, owed: bool, hurry: bool, grace: i64) -> bool {
     now >= if owed && !hurry {

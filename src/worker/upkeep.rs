@@ -11,6 +11,7 @@ use super::delivery::report_stat;
 use super::session::{self, Session};
 use super::subxact;
 use super::turns;
+use crate::errors::QueueError;
 use crate::gucs;
 use crate::jobs;
 
@@ -22,7 +23,7 @@ const EVERY_SECOND_US: i64 = crate::time::SECOND_US;
 
 /// A database without a worker is visited for its retention cleanup at
 /// most once every this many queue.upkeep_interval (a minute by default):
-/// jobs that expire one after another in a database nobody uses are
+/// jobs whose retention ends one after another in a database nobody uses are
 /// removed a minute's worth at a time, not one worker start each.
 const QUIET_INTERVALS: i64 = 6;
 
@@ -32,10 +33,12 @@ pub fn quiet_us() -> i64 {
 }
 
 pub struct Upkeep {
-    /// The every-second looks: expired leases (from the start, since a
-    /// worker may have been started for one), and the rotation under a held
-    /// snapshot (from a second in: a worker that delivers one job and
-    /// leaves need not look at pg_stat_activity).
+    /// The every-second looks: expired leases (from the start for a worker
+    /// the launcher sent for a due time, which may be a lease's; a second
+    /// in for one a commit asked for, which delivers its job first: should
+    /// it leave before, the lease is in the due time it leaves behind), and
+    /// the rotation under a held snapshot (from a second in: a worker that
+    /// delivers one job and leaves need not look at pg_stat_activity).
     next_bury: i64,
     next_rotation_check: i64,
     next_maintenance: i64,
@@ -49,10 +52,15 @@ impl Upkeep {
     /// last worker said it would be owed (`owed_at`, 0: none), or one
     /// queue.upkeep_interval after it has moved jobs: a database served by
     /// one short-lived worker after another neither runs it at every start
-    /// nor goes without it.
-    pub fn new(now: i64, owed_at: i64) -> Upkeep {
+    /// nor goes without it. `sent_for_due_time`: the worker was started for
+    /// a due time its database's last worker left, not for a commit.
+    pub fn new(now: i64, owed_at: i64, sent_for_due_time: bool) -> Upkeep {
         Upkeep {
-            next_bury: 0,
+            next_bury: if sent_for_due_time {
+                0
+            } else {
+                now + EVERY_SECOND_US
+            },
             next_rotation_check: now + EVERY_SECOND_US,
             next_maintenance: turns::first_maintenance(now, owed_at, interval_us()),
             owed: owed_at > 0,
@@ -137,9 +145,22 @@ fn bury_expired(session: &Session) {
 /// own. It never waits long for a lock; should it fail anyway, the worker
 /// logs it and goes on. Returns the number `query` gives (queue_cleanup():
 /// how many finished jobs it removed).
-fn upkeep(session: &Session, query: &str) -> i64 {
+fn upkeep(session: &Session, query: &'static str) -> i64 {
     let outcome = session::transaction(|| {
-        session.scoped(|| subxact::run(|| Spi::get_one::<i64>(query).ok().flatten().unwrap_or(0)))
+        session.scoped(|| {
+            subxact::run(|| {
+                let detail = match Spi::get_one::<i64>(query) {
+                    Ok(Some(n)) => return n,
+                    Ok(None) => "it returned NULL".to_string(),
+                    Err(e) => e.to_string(),
+                };
+                QueueError::StatementShape {
+                    statement: query,
+                    detail,
+                }
+                .raise()
+            })
+        })
     });
     report_stat();
     outcome.unwrap_or_else(|raised| {

@@ -901,6 +901,6 @@ fn a_sender_made_again_as_a_set_returning_function_is_not_called() {
     let error: String = one(&mut client, "SELECT last_error FROM queue_failed", &[]);
     assert_eq!(
         error,
-        "sender app.deliver(jsonb) is no longer a plain function (a procedure, aggregate, window or set-returning function cannot deliver)"
+        "sender app.deliver(jsonb) is now a set-returning function; a sender must be a plain function"
     );
 }
