@@ -22,6 +22,6 @@ REVOKE ALL ON FUNCTION queue_maintain(boolean), queue_bury_expired(), queue_clea
 -- What the workers show of themselves is for monitoring roles (through
 -- queue_workers); registering a database is CREATE EXTENSION's business.
 -- (A view calls its functions with the reader's privileges.)
-REVOKE ALL ON FUNCTION queue_worker_status(), queue_wake_latencies(),
+REVOKE ALL ON FUNCTION queue_worker_status(), queue_wake_latencies(), queue_wakes_sent(),
     queue_register_database(), queue_queues_changed(), queue_queues_trigger() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queue_worker_status() TO pg_monitor;

@@ -24,6 +24,13 @@ STRICT VOLATILE PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'queue_bury_expired_wrapper';
 
+-- How many wake-ups commits have sent to running workers (src/api/workers.rs;
+-- as pgrx declares it).
+CREATE  FUNCTION "queue_wakes_sent"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_wakes_sent_wrapper';
+
 -- (maintenance.sql)
 CREATE OR REPLACE FUNCTION queue_maintain(force boolean DEFAULT false)
 RETURNS TABLE (live_rotated boolean, cleaned bigint)
@@ -45,7 +52,7 @@ END
 $$;
 
 -- (grants.sql)
-REVOKE ALL ON FUNCTION queue_bury_expired() FROM PUBLIC;
+REVOKE ALL ON FUNCTION queue_bury_expired(), queue_wakes_sent() FROM PUBLIC;
 
 -- The partitions of queue_done and the cap on retention, named once
 -- (schema.sql), and the functions that use them (schema.sql,

@@ -8,6 +8,7 @@ use pgrx::prelude::*;
 use crate::errors;
 use crate::worker::shared::{self, SHARED};
 use crate::worker::wake;
+use std::sync::atomic::Ordering;
 
 type WorkerRow = (
     Option<i32>,
@@ -99,6 +100,18 @@ fn queue_wake_latencies() -> SetOfIterator<'static, i64> {
         .map(|i| shared.latencies[(i % shared::LATENCY_SAMPLES as u64) as usize])
         .collect();
     SetOfIterator::new(samples)
+}
+
+/// How many wake-ups committing transactions have sent to running workers
+/// since the server started: one per commit that asked for a delivery in a
+/// database with a worker (none for a rollback, or a pull queue's jobs). A
+/// commit sends it before it returns.
+#[pg_extern(volatile, parallel_safe)]
+fn queue_wakes_sent() -> i64 {
+    if !shared::available() {
+        return 0;
+    }
+    SHARED.share().wakes_sent.load(Ordering::Relaxed) as i64
 }
 
 fn database_name(oid: Oid) -> Option<String> {

@@ -3,7 +3,7 @@
 //! knows (databases.rs), and the last wake-up latencies. Only there when
 //! the library is preloaded; `available()` says so.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
@@ -146,6 +146,9 @@ pub struct Shared {
     /// When a commit last set each worker's latch (with the lock held in
     /// share mode, hence atomic).
     pub wakes: [AtomicI64; WORKER_SLOTS],
+    /// How many wake-ups commits have sent to running workers
+    /// (queue_wakes_sent()).
+    pub wakes_sent: AtomicU64,
     pub latencies: [i64; LATENCY_SAMPLES],
     pub latency_count: u64,
 }
@@ -161,6 +164,7 @@ impl Default for Shared {
             rescan_at: AtomicI64::new(1),
             workers: [Worker::FREE; WORKER_SLOTS],
             wakes: std::array::from_fn(|_| AtomicI64::new(0)),
+            wakes_sent: AtomicU64::new(0),
             latencies: [0; LATENCY_SAMPLES],
             latency_count: 0,
         }

@@ -104,6 +104,7 @@ fn wake(database: pg_sys::Oid, ask: Ask) {
             if ask == Ask::Delivery {
                 shared.wakes[slot].store(now, Ordering::Relaxed);
                 shared::set_latch(shared.workers[slot].procno);
+                shared.wakes_sent.fetch_add(1, Ordering::Relaxed);
             }
             return;
         }
