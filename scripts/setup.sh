@@ -69,6 +69,12 @@ if ! python3 -c 'import psycopg' 2>/dev/null; then
         sudo_if_needed apt-get install -y -q --no-install-recommends python3-psycopg
     fi
 fi
+# The Standard Webhooks reference library, which tests/tests/webhooks.rs
+# verifies the worker's signatures with (an implementation not ours). Pinned.
+if ! python3 -c 'import standardwebhooks' 2>/dev/null; then
+    echo "installing standardwebhooks for $(command -v python3)"
+    python3 -m pip install --quiet 'standardwebhooks==1.1.0'
+fi
 if ! command -v npm >/dev/null; then
     echo "installing nodejs and npm"
     sudo_if_needed apt-get update -q

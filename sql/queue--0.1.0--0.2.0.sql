@@ -24,6 +24,30 @@ STRICT VOLATILE PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'queue_bury_expired_wrapper';
 
+-- HTTP delivery: the webhooks of queues (schema.sql), and their registration
+-- (src/api/webhooks.rs; as pgrx declares it).
+CREATE TABLE queue_webhooks (
+    queue_id      integer PRIMARY KEY REFERENCES queue_queues (id) ON DELETE CASCADE,
+    url           text NOT NULL,
+    headers       jsonb NOT NULL,
+    timeout       interval NOT NULL,
+    secret        text,
+    max_in_flight integer NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('queue_webhooks', '');
+REVOKE ALL ON queue_webhooks FROM PUBLIC;
+CREATE  FUNCTION "queue_register_webhook"(
+	"queue" TEXT, /* Option < & str > */
+	"url" TEXT, /* Option < & str > */
+	"headers" jsonb DEFAULT NULL, /* Option < JsonB > */
+	"timeout" interval DEFAULT '30 seconds', /* Option < Interval > */
+	"secret" TEXT DEFAULT NULL, /* Option < & str > */
+	"max_in_flight" INT DEFAULT 16 /* Option < i32 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_register_webhook_wrapper';
+
 -- How many wake-ups commits have sent to running workers (src/api/workers.rs;
 -- as pgrx declares it).
 CREATE  FUNCTION "queue_wakes_sent"() RETURNS bigint /* i64 */

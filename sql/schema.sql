@@ -30,6 +30,20 @@ CREATE TABLE queue_queues (
 );
 ALTER SEQUENCE queue_queue_id_seq OWNED BY queue_queues.id;
 
+-- HTTP delivery (queue_register_webhook): where the worker POSTs a queue's
+-- jobs. The queue's sender is then `POST <the URL without its query>`,
+-- which is what views show, run as the registering role, with batch_size
+-- max_in_flight. The secret and the headers' values stay in this table,
+-- which only the extension owner reads.
+CREATE TABLE queue_webhooks (
+    queue_id      integer PRIMARY KEY REFERENCES queue_queues (id) ON DELETE CASCADE,
+    url           text NOT NULL,
+    headers       jsonb NOT NULL,
+    timeout       interval NOT NULL,
+    secret        text,
+    max_in_flight integer NOT NULL
+);
+
 CREATE SEQUENCE queue_job_id_seq;
 
 -- Generation counter of the live ring: new jobs go to slot (value % 2). A
@@ -184,6 +198,7 @@ CREATE TABLE queue_tallies (
 -- pg_dump of a tenant database keeps its queues and jobs.
 SELECT pg_catalog.pg_extension_config_dump('queue_queues', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_queue_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_webhooks', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_job_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_live_generation', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_live_0', '');

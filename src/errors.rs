@@ -81,6 +81,28 @@ pub enum QueueError {
     SenderNotExecutable {
         sender: String,
     },
+    /// A webhook URL that is not an absolute http(s) URL without user
+    /// information (`url`: as shown, without its query).
+    WebhookUrl {
+        url: String,
+    },
+    /// A webhook URL that queue.webhook_allow does not allow.
+    WebhookNotAllowed {
+        url: String,
+    },
+    /// queue.webhook_allow itself cannot be read.
+    WebhookAllowList {
+        problem: String,
+    },
+    /// Registered headers that break a rule (the problem never shows a
+    /// value).
+    WebhookHeaders {
+        problem: String,
+    },
+    /// A secret that is not a Standard Webhooks secret.
+    WebhookSecret {
+        problem: &'static str,
+    },
     /// A statement of the extension that does not match its declaration
     /// (queries.rs), or that SPI refused: a bug in the extension.
     StatementShape {
@@ -108,6 +130,11 @@ impl QueueError {
             QueueError::UndefinedQueue { .. } => ERRCODE_UNDEFINED_OBJECT,
             QueueError::NotOwner { .. } => ERRCODE_INSUFFICIENT_PRIVILEGE,
             QueueError::UnfinishedJobs { .. } => ERRCODE_OBJECT_IN_USE,
+            QueueError::WebhookUrl { .. }
+            | QueueError::WebhookAllowList { .. }
+            | QueueError::WebhookHeaders { .. }
+            | QueueError::WebhookSecret { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
+            QueueError::WebhookNotAllowed { .. } => ERRCODE_INSUFFICIENT_PRIVILEGE,
             QueueError::StatementShape { .. } => ERRCODE_INTERNAL_ERROR,
             QueueError::DeliveredBySender { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             QueueError::UndefinedSender { .. } | QueueError::SenderArguments { .. } => {
@@ -188,6 +215,17 @@ impl QueueError {
             QueueError::SenderNotExecutable { sender } => {
                 format!("permission denied to register sender {sender}: no EXECUTE privilege")
             }
+            QueueError::WebhookUrl { url } => format!(
+                "webhook url \"{url}\" must be an absolute http:// or https:// URL without user information"
+            ),
+            QueueError::WebhookNotAllowed { url } => {
+                format!("webhook url \"{url}\" is not allowed by queue.webhook_allow")
+            }
+            QueueError::WebhookAllowList { problem } => problem.clone(),
+            QueueError::WebhookHeaders { problem } => format!("webhook headers: {problem}"),
+            QueueError::WebhookSecret { problem } => {
+                format!("webhook secret is not a Standard Webhooks secret: {problem}")
+            }
             QueueError::StatementShape { statement, detail } => {
                 format!("internal error in the queue extension's statement {statement}: {detail}")
             }
@@ -216,6 +254,14 @@ impl QueueError {
             )),
             QueueError::SenderArguments { .. } | QueueError::SenderKind { .. } => {
                 Some("Declare it as CREATE FUNCTION name(job jsonb) RETURNS void.".into())
+            }
+            QueueError::WebhookNotAllowed { .. } => Some(
+                "A superuser allows endpoints with the setting queue.webhook_allow, for example \
+                 ALTER DATABASE mydb SET queue.webhook_allow = 'https://hooks.example.com/in'."
+                    .into(),
+            ),
+            QueueError::WebhookSecret { .. } => {
+                Some("A secret is whsec_ followed by the base64 of 24 to 64 random bytes.".into())
             }
             QueueError::SenderNotExecutable { .. } => Some(
                 "The sender runs as the role that registers it, which needs EXECUTE on it.".into(),

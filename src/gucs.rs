@@ -49,11 +49,47 @@ pub static SENDER_TIMEOUT_MS: GucSetting<i32> = GucSetting::<i32>::new(60_000);
 /// nothing to do costs a few index probes.
 pub static UPKEEP_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(10);
 
+/// Which endpoints webhooks may reach: a comma-separated list of URLs
+/// (webhooks::allow). Empty by default, so that nothing is sent until a
+/// superuser allows it; may be set per database (ALTER DATABASE ... SET),
+/// which the worker reads again before every batch of requests.
+pub static WEBHOOK_ALLOW: GucSetting<Option<std::ffi::CString>> =
+    GucSetting::<Option<std::ffi::CString>>::new(None);
+
+/// A PEM file of certificates that webhook TLS trusts besides the system's
+/// trust store (for private CAs). Empty: the system's alone.
+pub static WEBHOOK_CA_FILE: GucSetting<Option<std::ffi::CString>> =
+    GucSetting::<Option<std::ffi::CString>>::new(None);
+
+/// A string setting's value ("" when unset).
+pub fn text(setting: &GucSetting<Option<std::ffi::CString>>) -> String {
+    setting
+        .get()
+        .map(|v| v.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// The most worker slots `queue.max_workers` can ask for (shared memory is
 /// sized for this many).
 pub const WORKER_SLOTS: usize = 64;
 
 pub fn init() {
+    GucRegistry::define_string_guc(
+        c"queue.webhook_allow",
+        c"Which endpoints webhooks may reach: a comma-separated list of URLs.",
+        c"A target is allowed when its scheme, host and port equal an entry's and its path starts with the entry's path at a / boundary. Empty: none.",
+        &WEBHOOK_ALLOW,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"queue.webhook_ca_file",
+        c"A PEM file of certificates that webhook TLS trusts besides the system's.",
+        c"For endpoints whose certificates a private CA signed. Empty: the system's trust store alone.",
+        &WEBHOOK_CA_FILE,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     GucRegistry::define_bool_guc(
         c"queue.enabled",
         c"Whether background workers deliver jobs.",

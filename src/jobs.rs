@@ -190,8 +190,10 @@ pub struct Failed {
 }
 
 /// A failed attempt of job `id` under `lease`: the retry policy of its
-/// queue decides between another attempt and the dead letters. None when
-/// the lease is not held.
+/// queue decides between another attempt and the dead letters, or
+/// `retry_in_us` when given (`capped`: no longer than the queue's
+/// max_retry_delay, for an endpoint's Retry-After). None when the lease is
+/// not held.
 pub fn fail(
     client: &mut SpiClient<'_>,
     id: i64,
@@ -199,6 +201,7 @@ pub fn fail(
     error: &str,
     retry_in_us: Option<i64>,
     permanent: bool,
+    capped: bool,
 ) -> Option<Failed> {
     let row = db::run(client, &queries::FAIL_LOCK, args![id = id, lease = lease]).first()?;
     let attempts: i32 = row.value("attempts");
@@ -213,7 +216,13 @@ pub fn fail(
         attempts,
         max_attempts,
         permanent,
-        retry_in_us,
+        retry_in_us.map(|us| {
+            if capped {
+                us.min(interval("max_retry_delay"))
+            } else {
+                us
+            }
+        }),
         Backoff::parse(&backoff).expect("a stored backoff word"),
         interval("retry_delay"),
         interval("max_retry_delay"),

@@ -20,6 +20,7 @@ mod rules;
 mod senders;
 mod time;
 mod versions;
+mod webhooks;
 mod worker;
 
 ::pgrx::pg_module_magic!(name, version);

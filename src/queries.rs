@@ -77,18 +77,23 @@ statements! {
 
     SET_SENDER = "set_sender.sql" (queue_id: INT4OID, sender: TEXTOID, role: OIDOID,
         batch_size: INT4OID) -> (had_sender);
+    SET_WEBHOOK = "set_webhook.sql" (queue_id: INT4OID, sender: TEXTOID, role: OIDOID,
+        max_in_flight: INT4OID, url: TEXTOID, headers: JSONBOID, timeout: INTERVALOID,
+        secret: TEXTOID) -> ();
+    WEBHOOK_ALLOW = "webhook_allow.sql" (database: OIDOID) -> (allow);
     SENDER_FUNCTION = "sender_function.sql" (function: OIDOID, role: OIDOID)
         -> (kind, returns_set, arguments, signature, executable);
-    SENDER_QUEUES = "sender_queues.sql" () -> (id, name, sender, role, batch_size);
+    SENDER_QUEUES = "sender_queues.sql" ()
+        -> (id, name, sender, role, batch_size, url, headers, timeout, secret, max_in_flight);
     SENDER_CHECK = "sender_check.sql" (queue_id: INT4OID)
-        -> (sender, function, role, role_name, role_exists, name, max_attempts);
+        -> (sender, webhook, function, role, role_name, role_exists, name, max_attempts);
     LOGIN_SETTINGS = "login_settings.sql" (role: OIDOID, database: OIDOID) -> (setting);
     DELIVER_LOCK = "deliver_lock.sql" (ids: INT8ARRAYOID, leases: UUIDARRAYOID, queue: TEXTOID,
         max_attempts: INT4OID) -> (id, job);
     RELEASE = "release.sql" (ids: INT8ARRAYOID) -> ();
     LEFT_IN_FLIGHT = "left_in_flight.sql" (worker: TEXTOID) -> (id);
     RECOVER_LOCK = "recover_lock.sql" (id: INT8OID, worker: TEXTOID)
-        -> (attempts, max_attempts, lease, has_sender, queue_id);
+        -> (attempts, max_attempts, lease, sql_sender, queue_id);
     RECOVER_CLAIM = "recover_claim.sql" (id: INT8OID, lease_until: TIMESTAMPTZOID, error: TEXTOID)
         -> (lease);
     RELEASE_ONE = "release_one.sql" (id: INT8OID) -> ();

@@ -115,6 +115,80 @@ pub fn check_batch_len(argument: &'static str, len: usize) -> Result<(), QueueEr
     }
 }
 
+/// The longest a webhook request may take.
+pub const MAX_WEBHOOK_TIMEOUT_US: i64 = 3_600 * crate::time::SECOND_US;
+
+pub fn check_webhook_timeout(d: &Duration) -> Result<i64, QueueError> {
+    if d.micros > 0 && d.micros <= MAX_WEBHOOK_TIMEOUT_US {
+        Ok(d.micros)
+    } else {
+        Err(QueueError::OutOfRange {
+            option: "timeout",
+            value: d.text.clone(),
+            rule: "more than 0 and at most 1 hour",
+        })
+    }
+}
+
+/// How many requests of one queue may be open at once, at most.
+pub const MAX_IN_FLIGHT: i32 = 1_000;
+
+pub fn check_max_in_flight(value: i32) -> Result<i32, QueueError> {
+    if (1..=MAX_IN_FLIGHT).contains(&value) {
+        Ok(value)
+    } else {
+        Err(QueueError::OutOfRange {
+            option: "max_in_flight",
+            value: value.to_string(),
+            rule: "between 1 and 1000",
+        })
+    }
+}
+
+/// Headers the worker sets itself, which a registration may not name (in
+/// any letter case), besides every `webhook-*` name.
+const RESERVED_HEADERS: [&str; 5] = [
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+];
+
+/// Registered headers: a JSON object of valid header names and string
+/// values that are valid header values. A problem names the header, never
+/// its value (an Authorization header is a credential).
+pub fn check_webhook_headers(
+    headers: &serde_json::Value,
+) -> Result<Vec<(String, String)>, QueueError> {
+    let problem = |problem: String| QueueError::WebhookHeaders { problem };
+    let serde_json::Value::Object(map) = headers else {
+        return Err(problem("must be a JSON object of string values".into()));
+    };
+    map.iter()
+        .map(|(name, value)| {
+            let serde_json::Value::String(value) = value else {
+                return Err(problem(format!("the value of \"{name}\" must be a string")));
+            };
+            let lower = name.to_ascii_lowercase();
+            if RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("webhook-") {
+                return Err(problem(format!(
+                    "\"{name}\" is set by the worker and cannot be registered"
+                )));
+            }
+            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(problem(format!("\"{name}\" is not a valid header name")));
+            }
+            if reqwest::header::HeaderValue::from_str(value).is_err() {
+                return Err(problem(format!(
+                    "the value of \"{name}\" is not a valid header value"
+                )));
+            }
+            Ok((name.clone(), value.clone()))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -141,8 +141,9 @@ fn queue_fail(
         at_least_zero("retry_in", &d).or_raise();
         d.micros
     });
-    let failed =
-        db::with_tables(|client| jobs::fail(client, id, lease, error, retry_in_us, permanent))?;
+    let failed = db::with_tables(|client| {
+        jobs::fail(client, id, lease, error, retry_in_us, permanent, false)
+    })?;
     wake::on_commit(failed.wake);
     Some(failed.status)
 }

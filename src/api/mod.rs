@@ -7,6 +7,7 @@ mod queues;
 mod repair;
 mod senders;
 mod upkeep;
+mod webhooks;
 pub mod workers;
 
 use pgrx::datum::Interval;

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use pgrx::datum::Uuid;
 use pgrx::pg_sys::{self, Oid};
 
+use super::http::{Http, Webhook};
 use super::sender::{Outcome, Sender};
 use super::session::{self, Session};
 use super::shared::{State, SHARED};
@@ -47,6 +48,8 @@ struct SenderQueue {
     id: i32,
     name: String,
     batch_size: i32,
+    /// Delivered over HTTP instead of by a SQL sender.
+    webhook: Option<Webhook>,
 }
 
 /// What one round did.
@@ -63,6 +66,8 @@ pub struct Delivery {
     slot: usize,
     /// The queue served last, so that the next round starts after it.
     last_served: i32,
+    /// Webhook requests in flight.
+    http: Http,
 }
 
 impl Delivery {
@@ -70,7 +75,19 @@ impl Delivery {
         Delivery {
             slot,
             last_served: 0,
+            http: Http::default(),
         }
+    }
+
+    /// Whether webhook requests are open: the worker does not leave then.
+    pub fn sending(&self) -> bool {
+        self.http.sending()
+    }
+
+    /// Records the outcomes of webhook requests that have come back;
+    /// returns how many.
+    pub fn collect(&mut self, session: &Session) -> usize {
+        self.http.collect(session, self.slot)
     }
 
     /// Jobs left in flight by a worker that stopped: each is claimed again
@@ -109,11 +126,21 @@ impl Delivery {
             batches: 0,
             more: false,
         };
+        self.collect(session);
         for queue in queues {
             if stop() {
                 break;
             }
             let size = queue.batch_size.min(gucs::MAX_BATCH_SIZE.get()).max(1) as usize;
+            if let Some(hook) = &queue.webhook {
+                let sent = self
+                    .http
+                    .send(session, self.slot, queue.id, &queue.name, hook, size);
+                self.last_served = queue.id;
+                round.claimed += sent;
+                round.batches += usize::from(sent > 0);
+                continue;
+            }
             let batch = session::transaction(|| session.tables(|c| claim(c, &queue, size)));
             report_stat();
             self.last_served = queue.id;
@@ -237,7 +264,8 @@ impl Delivery {
                 jobs::succeed(client, delivered);
             }
             for (id, message, permanent) in &failed {
-                let failed = jobs::fail(client, *id, lease_of(*id), message, None, *permanent);
+                let failed =
+                    jobs::fail(client, *id, lease_of(*id), message, None, *permanent, false);
                 wake::on_commit(failed.is_some_and(|f| f.wake));
             }
         });
@@ -286,6 +314,11 @@ fn check_sender(
     let Some(registered) = row.get::<String>("sender") else {
         return (Check::NoSender, Some(queue));
     };
+    if row.value::<bool>("webhook") {
+        // (made a webhook queue since the claim: its jobs go back, for
+        // the webhook's own round)
+        return (Check::NoSender, Some(queue));
+    }
     let role: Oid = row.value("role");
     let role_name: String = row.value("role_name");
     let check = match row.get::<Oid>("function") {
@@ -325,6 +358,7 @@ fn sender_queues(client: &mut pgrx::spi::SpiClient<'_>) -> Vec<SenderQueue> {
             id: r.value("id"),
             name: r.value("name"),
             batch_size: r.value("batch_size"),
+            webhook: Webhook::of_row(&r),
         })
         .collect()
 }
@@ -359,11 +393,11 @@ fn recover_one(client: &mut pgrx::spi::SpiClient<'_>, id: i64) -> Option<(i32, I
     let attempts: i32 = row.value("attempts");
     let max_attempts: i32 = row.value("max_attempts");
     let lease: pgrx::datum::Interval = row.value("lease");
-    let has_sender: bool = row.value("has_sender");
+    let sql_sender: bool = row.value("sql_sender");
     let queue_id: i32 = row.value("queue_id");
     let now = crate::time::now_us();
     let stopped = format!("the queue worker stopped during attempt {attempts} of {max_attempts}");
-    if !has_sender {
+    if !sql_sender {
         db::run(client, &queries::RELEASE_ONE, args![id = id]);
         return None;
     }

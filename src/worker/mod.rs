@@ -17,6 +17,7 @@
 mod databases;
 mod delivery;
 mod hooks;
+mod http;
 pub mod launcher;
 mod sender;
 pub mod serve;

@@ -81,6 +81,9 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     // not yet, for a visit, which leaves as soon as nothing is due.
     let mut last_work = (!visit).then(crate::time::now_us);
     let mut batches = 0;
+    // When the next round is due while the worker waits on webhook
+    // requests (a wake-up or an answer brings it forward).
+    let mut next_round_at = i64::MAX;
     if !recovered {
         if delivery.recover(&session) > 0 {
             last_work = Some(crate::time::now_us());
@@ -107,6 +110,17 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         if stop_requested(slot) || !gucs::ENABLED.get() {
             exit_cleanly();
         }
+        // Waiting on webhook requests only: their outcomes are picked up
+        // every few milliseconds, and a round runs once one has come back
+        // (its queue has room again), a commit woke the worker, or the
+        // round's own time has come.
+        if delivery.sending() && !woken && now < next_round_at {
+            if delivery.collect(&session) == 0 {
+                sleep_us(SENDING_POLL_US.min(next_round_at - now));
+                continue;
+            }
+            last_work = Some(now);
+        }
         // DROP EXTENSION, or a new schema after ALTER EXTENSION SET SCHEMA
         session = match session::transaction(|| Session::find(Some(session))) {
             Some(found) => found,
@@ -116,11 +130,13 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             }
         };
         let round = delivery.round(&session, || stop_requested(slot));
+        let answered = delivery.collect(&session);
+        next_round_at = i64::MAX;
         batches += round.batches;
         // (a worker whose slot another database waits for puts its
         // maintenance off, within limits: see Upkeep::run)
         upkeep.run(&session, crate::time::now_us(), yield_asked(slot));
-        if woken || round.claimed > 0 {
+        if woken || round.claimed > 0 || answered > 0 {
             last_work = Some(now);
         }
         if round.claimed > 0 {
@@ -129,7 +145,10 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         let asked = yield_asked(slot);
         match turns::after_round(asked, batches, round.more) {
             // its turn is over: at_exit puts the database back in line
-            AfterRound::Leave => exit_cleanly(),
+            // (not while webhook requests are open: their outcomes are
+            // recorded first)
+            AfterRound::Leave if !delivery.sending() => exit_cleanly(),
+            AfterRound::Leave => {}
             AfterRound::Again => continue,
             AfterRound::Rest => {}
         }
@@ -137,7 +156,9 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         let next_due = session::transaction(|| session.tables(delivery::next_due));
         let idle_us = crate::time::seconds(gucs::IDLE_EXIT_S.get());
         let nothing_due = next_due.is_none_or(|due| due > now);
-        if turns::leaves_idle(asked, nothing_due, last_work.map(|at| now - at), idle_us) {
+        if !delivery.sending()
+            && turns::leaves_idle(asked, nothing_due, last_work.map(|at| now - at), idle_us)
+        {
             // (when maintenance is owed, its visit's worker asks instead)
             let cleanup = match upkeep.owed_at() {
                 Some(_) => None,
@@ -156,20 +177,36 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             .min(until_due)
             .min(upkeep.next_at() - now)
             .max(1000);
-        // SAFETY: MyLatch is this process's own latch, set before any of
-        // our code runs; the timeout is positive and fits a long;
-        // WL_EXIT_ON_PM_DEATH is given, as a background worker must.
-        unsafe {
-            pg_sys::WaitLatch(
-                pg_sys::MyLatch,
-                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-                (timeout_us / 1000) as _,
-                pg_sys::PG_WAIT_EXTENSION,
-            );
-            pg_sys::ResetLatch(pg_sys::MyLatch);
-        }
+        next_round_at = now + timeout_us;
+        // (while webhook requests are open, their outcomes are looked for
+        // every few milliseconds, at the top of the loop)
+        sleep_us(if delivery.sending() {
+            timeout_us.min(SENDING_POLL_US)
+        } else {
+            timeout_us
+        });
     }
 }
+
+/// Sleeps on the worker's latch (set by committing transactions) for up to
+/// `timeout_us`.
+fn sleep_us(timeout_us: i64) {
+    // SAFETY: MyLatch is this process's own latch, set before any of our
+    // code runs; the timeout is at least a millisecond and fits a long;
+    // WL_EXIT_ON_PM_DEATH is given, as a background worker must.
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            (timeout_us / 1000).max(1) as _,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+    }
+}
+
+/// How often a worker with webhook requests open looks for their outcomes.
+const SENDING_POLL_US: i64 = 5_000;
 
 /// The least a worker sleeps when a round found nothing it could do.
 const MIN_SLEEP_US: i64 = 100_000;

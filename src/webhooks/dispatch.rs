@@ -1,0 +1,277 @@
+//! Sending webhook requests without blocking the worker: a tokio runtime
+//! whose threads run reqwest and never call into PostgreSQL. The worker's
+//! main thread hands requests over (`send`) and picks the outcomes up
+//! (`finished`) between its transactions; no transaction is open while
+//! requests run, and a hung endpoint only occupies its own queue's
+//! `max_in_flight`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::mpsc;
+use std::time::{Duration, SystemTime};
+
+use pgrx::datum::Uuid;
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use url::Url;
+
+use super::allow;
+use super::outcome::{self, Outcome};
+use super::sign;
+
+/// One request to send: a job's attempt.
+pub struct Request {
+    pub queue_id: i32,
+    pub id: i64,
+    pub lease: Uuid,
+    pub url: Url,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub webhook_id: String,
+    pub key: Option<Vec<u8>>,
+    pub timeout: Duration,
+}
+
+/// The outcome of one request, for the job it was for.
+pub struct Done {
+    pub queue_id: i32,
+    pub id: i64,
+    pub lease: Uuid,
+    pub outcome: Outcome,
+}
+
+/// How much of a response body is read: enough for last_error's
+/// characters, whatever their width.
+const BODY_BYTES: usize = outcome::BODY_CHARS * 4;
+
+pub struct Dispatcher {
+    runtime: tokio::runtime::Runtime,
+    client: reqwest::Client,
+    /// queue.webhook_ca_file when `client` was built.
+    ca_file: String,
+    done_tx: mpsc::Sender<Done>,
+    done_rx: mpsc::Receiver<Done>,
+    in_flight: HashMap<i32, usize>,
+}
+
+impl Dispatcher {
+    /// A runtime of two threads, and a client trusting the system's
+    /// certificates and those of `ca_file` (empty: none).
+    pub fn new(ca_file: &str) -> Result<Dispatcher, String> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("queue webhooks")
+            .on_thread_start(block_signals)
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the webhook runtime: {e}"))?;
+        let (done_tx, done_rx) = mpsc::channel();
+        Ok(Dispatcher {
+            client: client(ca_file)?,
+            ca_file: ca_file.to_string(),
+            runtime,
+            done_tx,
+            done_rx,
+            in_flight: HashMap::new(),
+        })
+    }
+
+    /// Builds the client again if queue.webhook_ca_file changed.
+    pub fn use_ca_file(&mut self, ca_file: &str) -> Result<(), String> {
+        if ca_file != self.ca_file {
+            self.client = client(ca_file)?;
+            self.ca_file = ca_file.to_string();
+        }
+        Ok(())
+    }
+
+    pub fn in_flight(&self, queue_id: i32) -> usize {
+        self.in_flight.get(&queue_id).copied().unwrap_or(0)
+    }
+
+    pub fn any_in_flight(&self) -> bool {
+        self.in_flight.values().any(|n| *n > 0)
+    }
+
+    /// Starts `request`; its outcome comes back through `finished`.
+    pub fn send(&mut self, request: Request) {
+        *self.in_flight.entry(request.queue_id).or_default() += 1;
+        let client = self.client.clone();
+        let done = self.done_tx.clone();
+        self.runtime.spawn(async move {
+            let (queue_id, id, lease) = (request.queue_id, request.id, request.lease);
+            let outcome = attempt(&client, request).await;
+            // (the worker may be gone: nothing to tell then)
+            let _ = done.send(Done {
+                queue_id,
+                id,
+                lease,
+                outcome,
+            });
+        });
+    }
+
+    /// The outcomes that have come in since the last call.
+    pub fn finished(&mut self) -> Vec<Done> {
+        let done: Vec<Done> = self.done_rx.try_iter().collect();
+        for d in &done {
+            if let Some(n) = self.in_flight.get_mut(&d.queue_id) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        done
+    }
+}
+
+impl Drop for Dispatcher {
+    fn drop(&mut self) {
+        // (requests still running are abandoned: their jobs keep their
+        // leases, and come back when those expire)
+    }
+}
+
+/// The runtime's threads take no signal: PostgreSQL's handlers are for the
+/// main thread, which alone touches PostgreSQL.
+fn block_signals() {
+    // SAFETY: a sigset_t filled by sigfillset before pthread_sigmask reads
+    // it; both act on the calling thread only (a runtime thread starting).
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
+}
+
+fn client(ca_file: &str) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(std::sync::Arc::new(PublicOnly))
+        .pool_idle_timeout(Duration::from_secs(60));
+    if !ca_file.is_empty() {
+        let pem = std::fs::read(ca_file)
+            .map_err(|e| format!("cannot read queue.webhook_ca_file {ca_file}: {e}"))?;
+        let certificates = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+            format!("queue.webhook_ca_file {ca_file} holds no PEM certificate: {e}")
+        })?;
+        for certificate in certificates {
+            builder = builder.add_root_certificate(certificate);
+        }
+    }
+    builder
+        .build()
+        .map_err(|e| format!("cannot build the webhook client: {e}"))
+}
+
+/// Resolves host names to the addresses webhooks may reach: never a
+/// loopback, private or link-local one (allow::may_connect), whatever the
+/// allow list says of the name. (A URL whose host is an address literal is
+/// not resolved: the allow list must name that address.)
+struct PublicOnly;
+
+impl Resolve for PublicOnly {
+    fn resolve(&self, name: Name) -> Resolving {
+        Box::pin(async move {
+            let host = name.as_str().to_string();
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let allowed: Vec<SocketAddr> = found
+                .iter()
+                .copied()
+                .filter(|a| allow::may_connect(&host, a.ip()))
+                .collect();
+            if allowed.is_empty() && !found.is_empty() {
+                return Err(format!(
+                    "{host} resolves only to loopback, private or link-local addresses, which an allow-list entry must name literally"
+                )
+                .into());
+            }
+            let addrs: Addrs = Box::new(allowed.into_iter());
+            Ok(addrs)
+        })
+    }
+}
+
+/// One attempt: the request with its Standard Webhooks headers, and what
+/// came of it.
+async fn attempt(client: &reqwest::Client, request: Request) -> Outcome {
+    let timestamp = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let mut builder = client
+        .post(request.url.clone())
+        .timeout(request.timeout)
+        .header("content-type", "application/json")
+        .header("webhook-id", &request.webhook_id)
+        .header("webhook-timestamp", timestamp.to_string());
+    if let Some(key) = &request.key {
+        let signature = sign::signature(key, &request.webhook_id, timestamp, &request.body);
+        builder = builder.header("webhook-signature", signature);
+    }
+    for (name, value) in &request.headers {
+        builder = builder.header(name.as_str(), value.as_str());
+    }
+    let response = match builder.body(request.body).send().await {
+        Ok(response) => response,
+        Err(e) => return outcome::of_error(describe(&e, request.timeout)),
+    };
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = if status.is_success() {
+        String::new()
+    } else {
+        read_start(response).await
+    };
+    outcome::of_response(
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        &body,
+        retry_after.as_deref(),
+        SystemTime::now(),
+    )
+}
+
+/// The first BODY_BYTES of a response's body (the rest is never read).
+async fn read_start(mut response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    while body.len() < BODY_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    body.truncate(BODY_BYTES);
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// A request error as last_error says it: never the URL (its query may
+/// carry a token) nor a header.
+fn describe(error: &reqwest::Error, timeout: Duration) -> String {
+    if error.is_timeout() {
+        return format!("timeout after {} s", timeout.as_secs_f64());
+    }
+    let mut causes = Vec::new();
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return "connection refused".to_string();
+            }
+        }
+        causes.push(cause.to_string());
+        source = cause.source();
+    }
+    let what = if error.is_connect() {
+        "connection error"
+    } else {
+        "request error"
+    };
+    match causes.last() {
+        Some(cause) => format!("{what}: {cause}"),
+        None => what.to_string(),
+    }
+}

@@ -1,0 +1,414 @@
+//! HTTP delivery against a real local receiver on 127.0.0.1: outcomes,
+//! retries and Retry-After, the Standard Webhooks signature checked by the
+//! specification's own Python library, a hung endpoint beside a healthy
+//! queue, and an allow-list entry removed by a DBA.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use queue_client_tests::{eventually, one, Client, Cluster};
+
+/// What the receiver saw of one request.
+#[derive(Clone, Debug)]
+struct Seen {
+    path: String,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// How the receiver answers a request to a path: a status with headers,
+/// or never (the request is held open).
+#[derive(Clone)]
+enum Reply {
+    Status(u16, Vec<(&'static str, String)>),
+    Hang,
+}
+
+/// The replies of each path, in order.
+type Replies = Arc<Mutex<Vec<(String, VecDeque<Reply>)>>>;
+
+/// A local HTTP receiver: each path answers with its queue of replies,
+/// then with its last one, and every request is recorded.
+struct Receiver {
+    port: u16,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    replies: Replies,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+        let port = server.server_addr().to_ip().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let replies: Replies = Arc::new(Mutex::new(Vec::new()));
+        let (seen_by_server, replies_by_server) = (seen.clone(), replies.clone());
+        thread::spawn(move || {
+            let mut held = Vec::new();
+            for mut request in server.incoming_requests() {
+                let mut body = String::new();
+                request.as_reader().read_to_string(&mut body).unwrap();
+                let path = request.url().to_string();
+                let headers = request
+                    .headers()
+                    .iter()
+                    .map(|h| (h.field.to_string(), h.value.to_string()))
+                    .collect();
+                seen_by_server.lock().unwrap().push(Seen {
+                    path: path.clone(),
+                    headers,
+                    body,
+                });
+                let reply = {
+                    let mut replies = replies_by_server.lock().unwrap();
+                    match replies
+                        .iter_mut()
+                        .find(|(p, _)| path.starts_with(p.as_str()))
+                    {
+                        Some((_, queue)) if queue.len() > 1 => queue.pop_front().unwrap(),
+                        Some((_, queue)) => queue.front().cloned().unwrap(),
+                        None => Reply::Status(200, Vec::new()),
+                    }
+                };
+                match reply {
+                    Reply::Hang => held.push(request),
+                    Reply::Status(status, headers) => {
+                        let mut response =
+                            tiny_http::Response::from_string(format!("reply {status}"))
+                                .with_status_code(status);
+                        for (name, value) in headers {
+                            response.add_header(
+                                tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes())
+                                    .unwrap(),
+                            );
+                        }
+                        let _ = request.respond(response);
+                    }
+                }
+            }
+        });
+        Receiver {
+            port,
+            seen,
+            replies,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn answer(&self, path: &str, replies: Vec<Reply>) {
+        self.replies
+            .lock()
+            .unwrap()
+            .push((path.to_string(), replies.into()));
+    }
+
+    fn seen(&self, path: &str) -> Vec<Seen> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.path.starts_with(path))
+            .cloned()
+            .collect()
+    }
+}
+
+/// A cluster whose allow list names the receiver, literally.
+fn cluster_for(receiver: &Receiver) -> Cluster {
+    Cluster::start_with(&[&format!(
+        "queue.webhook_allow = 'http://127.0.0.1:{}'",
+        receiver.port
+    )])
+}
+
+fn status(client: &mut Client, id: i64) -> String {
+    one(client, "SELECT status FROM queue_job($1)", &[&id])
+}
+
+fn enqueue(client: &mut Client, queue: &str, payload: &str) -> i64 {
+    one(
+        client,
+        "SELECT queue_enqueue($1, $2::text::jsonb)",
+        &[&queue, &payload],
+    )
+}
+
+#[test]
+fn a_job_is_posted_signed_and_the_signature_verifies_with_the_reference_library() {
+    let receiver = Receiver::start();
+    let cluster = cluster_for(&receiver);
+    let mut client = cluster.connect();
+    let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    client
+        .batch_execute(&format!(
+            "SELECT queue_create('hooks');
+             SELECT queue_register_webhook('hooks', '{}',
+                 headers => '{{\"Authorization\": \"Bearer t0ken\"}}', secret => '{secret}');",
+            receiver.url("/in?token=abc")
+        ))
+        .unwrap();
+    let id = enqueue(&mut client, "hooks", r#"{"order": 7}"#);
+    eventually("delivered", || status(&mut client, id) == "succeeded");
+    let seen = receiver.seen("/in");
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let request = &seen[0];
+    let body: serde_json::Value = serde_json::from_str(&request.body).unwrap();
+    assert_eq!(body["id"], id);
+    assert_eq!(body["queue"], "hooks");
+    assert_eq!(body["payload"]["order"], 7);
+    assert_eq!(body["attempt"], 1);
+    assert_eq!(request.header("authorization"), Some("Bearer t0ken"));
+    assert_eq!(request.header("content-type"), Some("application/json"));
+    let webhook_id = request.header("webhook-id").unwrap();
+    assert!(webhook_id.ends_with(&format!("_{id}")), "{webhook_id}");
+
+    // an implementation not ours: the specification's Python library
+    let verify = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sys, json\n\
+             from standardwebhooks.webhooks import Webhook\n\
+             secret, wid, ts, sig, body = sys.argv[1:6]\n\
+             Webhook(secret).verify(body, {'webhook-id': wid, 'webhook-timestamp': ts, 'webhook-signature': sig})\n\
+             print('verified')",
+            secret,
+            webhook_id,
+            request.header("webhook-timestamp").unwrap(),
+            request.header("webhook-signature").unwrap(),
+            &request.body,
+        ])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        String::from_utf8_lossy(&verify.stdout).contains("verified"),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+
+    // the view shows the endpoint without its query, and nothing else
+    let sender: String = one(
+        &mut client,
+        "SELECT sender FROM queue_stats WHERE queue = 'hooks'",
+        &[],
+    );
+    assert_eq!(sender, format!("POST {}", receiver.url("/in")));
+    let everything: String = one(
+        &mut client,
+        "SELECT concat_ws(' ', (SELECT string_agg(s::text, ' ') FROM queue_stats s),
+                              (SELECT string_agg(w::text, ' ') FROM queue_workers w),
+                              (SELECT string_agg(j::text, ' ') FROM queue_jobs j))",
+        &[],
+    );
+    for hidden in ["t0ken", "token=abc", "MfKQ9r8"] {
+        assert!(!everything.contains(hidden), "{hidden} shown: {everything}");
+    }
+}
+
+#[test]
+fn outcomes_follow_the_status_and_retry_after() {
+    let receiver = Receiver::start();
+    let cluster = cluster_for(&receiver);
+    let mut client = cluster.connect();
+    for (queue, path, policy) in [
+        (
+            "flaky",
+            "/flaky",
+            "retry_delay => '10 ms', max_attempts => 3",
+        ),
+        ("gone", "/gone", "max_attempts => 5"),
+        ("down", "/down", "retry_delay => '10 ms', max_attempts => 2"),
+        ("busy", "/busy", "max_retry_delay => '10 minutes'"),
+        ("later", "/later", "max_retry_delay => '1 hour'"),
+        ("moved", "/moved", "max_attempts => 5"),
+    ] {
+        client
+            .batch_execute(&format!(
+                "SELECT queue_create('{queue}', {policy});
+                 SELECT queue_register_webhook('{queue}', '{}');",
+                receiver.url(path)
+            ))
+            .unwrap();
+    }
+    receiver.answer(
+        "/flaky",
+        vec![
+            Reply::Status(503, Vec::new()),
+            Reply::Status(500, Vec::new()),
+            Reply::Status(204, Vec::new()),
+        ],
+    );
+    receiver.answer("/gone", vec![Reply::Status(404, Vec::new())]);
+    receiver.answer("/down", vec![Reply::Status(503, Vec::new())]);
+    receiver.answer(
+        "/busy",
+        vec![Reply::Status(429, vec![("Retry-After", "3600".into())])],
+    );
+    receiver.answer(
+        "/later",
+        vec![Reply::Status(503, vec![("Retry-After", "120".into())])],
+    );
+    receiver.answer(
+        "/moved",
+        vec![Reply::Status(
+            301,
+            vec![("Location", receiver.url("/elsewhere"))],
+        )],
+    );
+    let flaky = enqueue(&mut client, "flaky", "{}");
+    let gone = enqueue(&mut client, "gone", "{}");
+    let down = enqueue(&mut client, "down", "{}");
+    let busy = enqueue(&mut client, "busy", "{}");
+    let later = enqueue(&mut client, "later", "{}");
+    let moved = enqueue(&mut client, "moved", "{}");
+
+    // retried by the policy, then delivered, with one webhook-id throughout
+    eventually("flaky delivered", || {
+        status(&mut client, flaky) == "succeeded"
+    });
+    let attempts = receiver.seen("/flaky");
+    assert_eq!(attempts.len(), 3);
+    let ids: Vec<_> = attempts.iter().map(|s| s.header("webhook-id")).collect();
+    assert!(ids.iter().all(|i| *i == ids[0]), "{ids:?}");
+    // 404 and a redirect fail at once; 503 until max_attempts
+    eventually("gone failed", || status(&mut client, gone) == "failed");
+    eventually("moved failed", || status(&mut client, moved) == "failed");
+    eventually("down failed", || status(&mut client, down) == "failed");
+    assert_eq!(receiver.seen("/gone").len(), 1);
+    assert_eq!(
+        receiver.seen("/moved").len(),
+        1,
+        "the redirect is not followed"
+    );
+    assert!(receiver.seen("/elsewhere").is_empty());
+    assert_eq!(receiver.seen("/down").len(), 2);
+    let error = |client: &mut Client, id: i64| -> String {
+        one(
+            client,
+            "SELECT last_error FROM queue_jobs WHERE id = $1",
+            &[&id],
+        )
+    };
+    assert_eq!(error(&mut client, gone), "HTTP 404 Not Found: reply 404");
+    assert_eq!(
+        error(&mut client, down),
+        "HTTP 503 Service Unavailable: reply 503"
+    );
+    // Retry-After sets the next attempt, capped by max_retry_delay
+    eventually("busy waits", || status(&mut client, busy) == "pending");
+    eventually("later waits", || status(&mut client, later) == "pending");
+    let due_in = |client: &mut Client, id: i64| -> f64 {
+        one(
+            client,
+            "SELECT extract(epoch FROM run_at - now())::float8 FROM queue_jobs WHERE id = $1",
+            &[&id],
+        )
+    };
+    let busy_in = due_in(&mut client, busy);
+    assert!(
+        (500.0..=600.0).contains(&busy_in),
+        "capped at 10 minutes: {busy_in}"
+    );
+    let later_in = due_in(&mut client, later);
+    assert!(
+        (60.0..=120.0).contains(&later_in),
+        "about 120 s: {later_in}"
+    );
+}
+
+#[test]
+fn a_hung_endpoint_never_holds_up_another_queue() {
+    let receiver = Receiver::start();
+    let cluster = cluster_for(&receiver);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(&format!(
+            "SELECT queue_create('stuck');
+             SELECT queue_register_webhook('stuck', '{}', timeout => '1 hour', max_in_flight => 4);
+             SELECT queue_create('fine');
+             SELECT queue_register_webhook('fine', '{}');",
+            receiver.url("/stuck"),
+            receiver.url("/fine")
+        ))
+        .unwrap();
+    receiver.answer("/stuck", vec![Reply::Hang]);
+    for _ in 0..10 {
+        enqueue(&mut client, "stuck", "{}");
+    }
+    eventually("four requests held open", || {
+        receiver.seen("/stuck").len() == 4
+    });
+    let fine: Vec<i64> = (0..50)
+        .map(|_| enqueue(&mut client, "fine", "{}"))
+        .collect();
+    eventually("every job of the other queue delivered", || {
+        fine.iter()
+            .all(|id| status(&mut client, *id) == "succeeded")
+    });
+    // still only max_in_flight of the hung queue were sent
+    assert_eq!(receiver.seen("/stuck").len(), 4);
+    let processing: i64 = one(
+        &mut client,
+        "SELECT processing FROM queue_stats WHERE queue = 'stuck'",
+        &[],
+    );
+    assert_eq!(processing, 4);
+}
+
+#[test]
+fn an_entry_removed_from_the_allow_list_stops_delivery() {
+    let receiver = Receiver::start();
+    let cluster = cluster_for(&receiver);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(&format!(
+            "SELECT queue_create('hooks', max_attempts => 1);
+             SELECT queue_register_webhook('hooks', '{}');",
+            receiver.url("/in")
+        ))
+        .unwrap();
+    let first = enqueue(&mut client, "hooks", "{}");
+    eventually("delivered", || status(&mut client, first) == "succeeded");
+    let database: String = one(&mut client, "SELECT current_database()::text", &[]);
+    client
+        .batch_execute(&format!(
+            "ALTER DATABASE {database} SET queue.webhook_allow = 'https://hooks.example.com'"
+        ))
+        .unwrap();
+    // (read again before each batch, at most a second old)
+    eventually("the new list in force", || {
+        let id = enqueue(&mut client, "hooks", "{}");
+        eventually("an outcome", || {
+            status(&mut client, id) != "pending" && status(&mut client, id) != "processing"
+        });
+        status(&mut client, id) == "failed"
+    });
+    let error: String = one(
+        &mut client,
+        "SELECT last_error FROM queue_failed ORDER BY id DESC LIMIT 1",
+        &[],
+    );
+    assert_eq!(
+        error,
+        format!(
+            "POST {} is not allowed by queue.webhook_allow",
+            receiver.url("/in")
+        )
+    );
+    let sent = receiver.seen("/in").len();
+    assert!(sent >= 1);
+    let id = enqueue(&mut client, "hooks", "{}");
+    eventually("failed", || status(&mut client, id) == "failed");
+    assert_eq!(receiver.seen("/in").len(), sent, "nothing sent");
+}
