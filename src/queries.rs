@@ -97,6 +97,7 @@ statements! {
     RECOVER_CLAIM = "recover_claim.sql" (id: INT8OID, lease_until: TIMESTAMPTZOID, error: TEXTOID)
         -> (lease);
     RELEASE_ONE = "release_one.sql" (id: INT8OID) -> ();
+    RELEASE_HELD = "release_held.sql" (ids: INT8ARRAYOID, leases: UUIDARRAYOID) -> ();
     EXPIRE_LEASES = "expire_leases.sql" (now: TIMESTAMPTZOID, limit: INT4OID) -> (id);
     NEXT_DUE = "next_due.sql" () -> (at);
     NEXT_CLEANUP = "next_cleanup.sql" () -> (at);

@@ -51,6 +51,8 @@ pub struct Dispatcher {
     done_tx: mpsc::Sender<Done>,
     done_rx: mpsc::Receiver<Done>,
     in_flight: HashMap<i32, usize>,
+    /// The jobs whose requests are open: their leases, by job id.
+    open: HashMap<i64, Uuid>,
 }
 
 impl Dispatcher {
@@ -72,6 +74,7 @@ impl Dispatcher {
             done_tx,
             done_rx,
             in_flight: HashMap::new(),
+            open: HashMap::new(),
         })
     }
 
@@ -95,6 +98,7 @@ impl Dispatcher {
     /// Starts `request`; its outcome comes back through `finished`.
     pub fn send(&mut self, request: Request) {
         *self.in_flight.entry(request.queue_id).or_default() += 1;
+        self.open.insert(request.id, request.lease);
         let client = self.client.clone();
         let done = self.done_tx.clone();
         self.runtime.spawn(async move {
@@ -117,15 +121,16 @@ impl Dispatcher {
             if let Some(n) = self.in_flight.get_mut(&d.queue_id) {
                 *n = n.saturating_sub(1);
             }
+            self.open.remove(&d.id);
         }
         done
     }
-}
 
-impl Drop for Dispatcher {
-    fn drop(&mut self) {
-        // (requests still running are abandoned: their jobs keep their
-        // leases, and come back when those expire)
+    /// The jobs (id, lease) whose requests are still open, given up on:
+    /// the worker is leaving without their outcomes.
+    pub fn abandon(&mut self) -> Vec<(i64, Uuid)> {
+        self.in_flight.clear();
+        self.open.drain().collect()
     }
 }
 

@@ -84,6 +84,11 @@ impl Delivery {
         self.http.sending()
     }
 
+    /// Leaves webhook requests still open to the next worker (http.rs).
+    pub fn abandon(&mut self, session: &Session) {
+        self.http.abandon(session, self.slot)
+    }
+
     /// Records the outcomes of webhook requests that have come back;
     /// returns how many.
     pub fn collect(&mut self, session: &Session) -> usize {

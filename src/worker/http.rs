@@ -98,6 +98,10 @@ impl Http {
             SHARED.exclusive().workers[slot].set_last_error(&problem);
             return 0;
         }
+        if SHARED.share().workers[slot].yield_asked {
+            // (handing the slot over: see serve.rs)
+            return 0;
+        }
         let dispatcher = self.dispatcher.as_mut().expect("started above");
         let size = size.min(
             hook.max_in_flight
@@ -164,6 +168,33 @@ impl Http {
             });
         }
         count
+    }
+
+    /// The worker leaves with requests still open (it is asked for its slot
+    /// and they have had their grace): their jobs are ready again, their
+    /// attempts as they are, to be sent again by the next worker, with the
+    /// same webhook-id (the endpoint may have had them). Outcomes that came
+    /// back meanwhile are recorded first.
+    pub fn abandon(&mut self, session: &Session, slot: usize) {
+        self.collect(session, slot);
+        let Some(dispatcher) = self.dispatcher.as_mut() else {
+            return;
+        };
+        let open = dispatcher.abandon();
+        if open.is_empty() {
+            return;
+        }
+        session::transaction(|| {
+            session.tables(|client| {
+                let (ids, leases): (Vec<i64>, Vec<Uuid>) = open.into_iter().unzip();
+                db::run(
+                    client,
+                    &queries::RELEASE_HELD,
+                    args![ids = ids, leases = leases],
+                );
+            })
+        });
+        report_stat();
     }
 
     /// Records the outcomes that have come back; returns how many.

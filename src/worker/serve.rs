@@ -84,6 +84,9 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     // When the next round is due while the worker waits on webhook
     // requests (a wake-up or an answer brings it forward).
     let mut next_round_at = i64::MAX;
+    // When the worker, asked for its slot, began to wait for its webhook
+    // requests.
+    let mut handover_from = None;
     if !recovered {
         if delivery.recover(&session) > 0 {
             last_work = Some(crate::time::now_us());
@@ -108,6 +111,22 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         let now = crate::time::now_us();
         let woken = take_wake(slot, now);
         if stop_requested(slot) || !gucs::ENABLED.get() {
+            exit_cleanly();
+        }
+        // Asked for its slot with webhook requests open: the worker sends no
+        // more, waits a little for their outcomes, then leaves the rest to
+        // the next worker, so that a hung endpoint never holds a slot that
+        // another database waits for.
+        if delivery.sending() && yield_asked(slot) {
+            let since = *handover_from.get_or_insert(now);
+            delivery.collect(&session);
+            if delivery.sending() && now - since < HANDOVER_GRACE_US {
+                sleep_us(SENDING_POLL_US);
+                continue;
+            }
+            delivery.abandon(&session);
+            // (its jobs are ready again: at_exit puts the database back in
+            // line)
             exit_cleanly();
         }
         // Waiting on webhook requests only: their outcomes are picked up
@@ -204,6 +223,10 @@ fn sleep_us(timeout_us: i64) {
         pg_sys::ResetLatch(pg_sys::MyLatch);
     }
 }
+
+/// How long a worker asked for its slot waits for its open webhook
+/// requests before it leaves them to the next worker.
+const HANDOVER_GRACE_US: i64 = 2 * crate::time::SECOND_US;
 
 /// How often a worker with webhook requests open looks for their outcomes.
 const SENDING_POLL_US: i64 = 5_000;

@@ -47,7 +47,24 @@ struct Receiver {
 
 impl Receiver {
     fn start() -> Receiver {
-        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+        Receiver::serve(tiny_http::Server::http("127.0.0.1:0").unwrap())
+    }
+
+    /// An HTTPS receiver with this certificate and key (PEM).
+    fn start_tls(certificate: String, private_key: String) -> Receiver {
+        Receiver::serve(
+            tiny_http::Server::https(
+                "127.0.0.1:0",
+                tiny_http::SslConfig {
+                    certificate: certificate.into_bytes(),
+                    private_key: private_key.into_bytes(),
+                },
+            )
+            .unwrap(),
+        )
+    }
+
+    fn serve(server: tiny_http::Server) -> Receiver {
         let port = server.server_addr().to_ip().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let replies: Replies = Arc::new(Mutex::new(Vec::new()));
@@ -411,4 +428,250 @@ fn an_entry_removed_from_the_allow_list_stops_delivery() {
     let id = enqueue(&mut client, "hooks", "{}");
     eventually("failed", || status(&mut client, id) == "failed");
     assert_eq!(receiver.seen("/in").len(), sent, "nothing sent");
+}
+
+#[test]
+fn timeouts_and_the_other_classes_and_a_retry_after_date() {
+    let receiver = Receiver::start();
+    let cluster = cluster_for(&receiver);
+    let mut client = cluster.connect();
+    for (queue, path, options) in [
+        ("slow", "/slow", ", timeout => '1 second'"),
+        ("timeout408", "/408", ""),
+        ("bad", "/bad", ""),
+        ("dated", "/dated", ""),
+    ] {
+        client
+            .batch_execute(&format!(
+                "SELECT queue_create('{queue}', retry_delay => '10 ms', max_attempts => 2,
+                                     max_retry_delay => '1 hour');
+                 SELECT queue_register_webhook('{queue}', '{}'{options});",
+                receiver.url(path)
+            ))
+            .unwrap();
+    }
+    receiver.answer("/slow", vec![Reply::Hang]);
+    receiver.answer("/408", vec![Reply::Status(408, Vec::new())]);
+    receiver.answer("/bad", vec![Reply::Status(400, Vec::new())]);
+    let date: String = one(
+        &mut client,
+        "SELECT to_char((now() + interval '100 seconds') AT TIME ZONE 'UTC',
+                        'Dy, DD Mon YYYY HH24:MI:SS \"GMT\"')",
+        &[],
+    );
+    receiver.answer(
+        "/dated",
+        vec![Reply::Status(503, vec![("Retry-After", date)])],
+    );
+    let slow = enqueue(&mut client, "slow", "{}");
+    let timeout408 = enqueue(&mut client, "timeout408", "{}");
+    let bad = enqueue(&mut client, "bad", "{}");
+    let dated = enqueue(&mut client, "dated", "{}");
+    let error = |client: &mut Client, id: i64| -> String {
+        one(
+            client,
+            "SELECT last_error FROM queue_jobs WHERE id = $1",
+            &[&id],
+        )
+    };
+    // a timeout and 408 are retried, then fail after max_attempts
+    eventually("slow failed", || status(&mut client, slow) == "failed");
+    assert_eq!(error(&mut client, slow), "timeout after 1 s");
+    assert_eq!(receiver.seen("/slow").len(), 2);
+    eventually("408 failed", || status(&mut client, timeout408) == "failed");
+    assert_eq!(receiver.seen("/408").len(), 2);
+    // 400 fails at once
+    eventually("400 failed", || status(&mut client, bad) == "failed");
+    assert_eq!(receiver.seen("/bad").len(), 1);
+    // Retry-After as an HTTP date
+    eventually("dated waits", || status(&mut client, dated) == "pending");
+    let due_in: f64 = one(
+        &mut client,
+        "SELECT extract(epoch FROM run_at - now())::float8 FROM queue_jobs WHERE id = $1",
+        &[&dated],
+    );
+    assert!((60.0..=101.0).contains(&due_in), "about 100 s: {due_in}");
+}
+
+#[test]
+fn drop_database_and_drop_extension_while_requests_hang() {
+    let receiver = Receiver::start();
+    let cluster = cluster_for(&receiver);
+    receiver.answer("/", vec![Reply::Hang]);
+    let mut admin = cluster.connect_to("postgres");
+    for name in ["hung_a", "hung_b"] {
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap();
+        cluster
+            .connect_to(name)
+            .batch_execute(&format!(
+                "CREATE EXTENSION queue;
+                 SELECT queue_create('hooks');
+                 SELECT queue_register_webhook('hooks', '{}', timeout => '1 hour');
+                 SELECT queue_enqueue('hooks', '{{}}');",
+                receiver.url(&format!("/{name}"))
+            ))
+            .unwrap();
+    }
+    eventually("both requests open", || {
+        receiver.seen("/hung_a").len() == 1 && receiver.seen("/hung_b").len() == 1
+    });
+    // (generous limits, not timings: without them a hang fails the test
+    // by its own timeout instead of hanging it)
+    admin
+        .batch_execute("SET statement_timeout = '60s'")
+        .unwrap();
+    admin.batch_execute("DROP DATABASE hung_a").unwrap();
+    let mut b = cluster.connect_to("hung_b");
+    b.batch_execute("SET statement_timeout = '60s'; DROP EXTENSION queue")
+        .unwrap();
+    let mut main = cluster.connect();
+    eventually("no worker left in hung_b", || {
+        one::<i64>(
+            &mut main,
+            "SELECT count(*) FROM queue_workers WHERE database = 'hung_b'",
+            &[],
+        ) == 0
+    });
+}
+
+#[test]
+fn a_hung_endpoint_gives_its_slot_up_to_another_database() {
+    let receiver = Receiver::start();
+    let cluster = Cluster::start_with(&[
+        &format!("queue.webhook_allow = 'http://127.0.0.1:{}'", receiver.port),
+        "queue.max_workers = 1",
+    ]);
+    receiver.answer("/hung", vec![Reply::Hang]);
+    let mut hung = cluster.connect();
+    hung.batch_execute(&format!(
+        "SELECT queue_create('hooks', lease => '1 hour');
+         SELECT queue_register_webhook('hooks', '{}', timeout => '1 hour');
+         SELECT queue_enqueue('hooks', '{{}}');",
+        receiver.url("/hung")
+    ))
+    .unwrap();
+    eventually("the request open", || receiver.seen("/hung").len() == 1);
+    cluster
+        .connect_to("postgres")
+        .batch_execute("CREATE DATABASE other")
+        .unwrap();
+    let mut other = cluster.connect_to("other");
+    other
+        .batch_execute(&format!(
+            "CREATE EXTENSION queue;
+             SELECT queue_create('hooks');
+             SELECT queue_register_webhook('hooks', '{}');",
+            receiver.url("/other")
+        ))
+        .unwrap();
+    let id = enqueue(&mut other, "hooks", "{}");
+    eventually("the other database served on the one slot", || {
+        status(&mut other, id) == "succeeded"
+    });
+    // the abandoned job is ready again, its attempt as it was, and goes
+    // out again once its database has the slot back, with the same id
+    eventually("sent again", || receiver.seen("/hung").len() >= 2);
+    let seen = receiver.seen("/hung");
+    assert_eq!(seen[0].header("webhook-id"), seen[1].header("webhook-id"));
+}
+
+#[test]
+fn an_immediate_stop_mid_delivery_loses_no_job() {
+    let receiver = Receiver::start();
+    let cluster = cluster_for(&receiver);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(&format!(
+            "SELECT queue_create('bulk');
+             SELECT queue_register_webhook('bulk', '{}', max_in_flight => 16);
+             SELECT queue_enqueue_batch('bulk', array_fill('{{}}'::jsonb, ARRAY[10000]));",
+            receiver.url("/bulk")
+        ))
+        .unwrap();
+    eventually("delivery under way", || {
+        receiver.seen("/bulk").len() >= 2_000
+    });
+    cluster.crash();
+    cluster.start_server();
+    let mut client = cluster.connect();
+    eventually("every job delivered", || {
+        one::<i64>(
+            &mut client,
+            "SELECT succeeded FROM queue_stats WHERE queue = 'bulk'",
+            &[],
+        ) == 10_000
+    });
+    let seen = receiver.seen("/bulk");
+    let mut per_id = std::collections::HashMap::new();
+    for s in &seen {
+        let body: serde_json::Value = serde_json::from_str(&s.body).unwrap();
+        let id = body["id"].as_i64().unwrap();
+        let webhook_id = s.header("webhook-id").unwrap().to_string();
+        assert!(webhook_id.ends_with(&format!("_{id}")));
+        per_id.entry(id).or_insert_with(Vec::new).push(webhook_id);
+    }
+    assert_eq!(per_id.len(), 10_000, "every job reached the endpoint");
+    let repeated = per_id.values().filter(|ids| ids.len() > 1).count();
+    assert!(
+        repeated <= 16,
+        "{repeated} jobs sent twice: more than were in flight"
+    );
+    assert!(per_id.values().all(|ids| ids.iter().all(|i| *i == ids[0])));
+}
+
+#[test]
+fn https_trusts_a_private_ca_through_the_setting_alone() {
+    // a CA made here, and a certificate for 127.0.0.1 that it signed
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let certificate = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let receiver = Receiver::start_tls(certificate.pem(), key.serialize_pem());
+    let cluster = Cluster::start_with(&[&format!(
+        "queue.webhook_allow = 'https://127.0.0.1:{}'",
+        receiver.port
+    )]);
+    let ca_file = cluster.data().join("test-ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(&format!(
+            "SELECT queue_create('tls', max_attempts => 1);
+             SELECT queue_register_webhook('tls', 'https://127.0.0.1:{}/in');",
+            receiver.port
+        ))
+        .unwrap();
+    // not trusted by the system's store
+    let refused = enqueue(&mut client, "tls", "{}");
+    eventually("refused", || status(&mut client, refused) == "failed");
+    let error: String = one(
+        &mut client,
+        "SELECT last_error FROM queue_jobs WHERE id = $1",
+        &[&refused],
+    );
+    assert!(error.contains("certificate"), "{error}");
+    assert!(receiver.seen("/in").is_empty());
+    // trusted once the setting names the CA's file
+    client
+        .batch_execute(&format!(
+            "ALTER SYSTEM SET queue.webhook_ca_file = '{}'",
+            ca_file.display()
+        ))
+        .unwrap();
+    client.batch_execute("SELECT pg_reload_conf()").unwrap();
+    eventually("accepted", || {
+        let id = enqueue(&mut client, "tls", "{}");
+        eventually("an outcome", || {
+            !["pending", "processing"].contains(&status(&mut client, id).as_str())
+        });
+        status(&mut client, id) == "succeeded"
+    });
+    assert_eq!(receiver.seen("/in").len(), 1);
 }
