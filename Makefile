@@ -73,13 +73,15 @@ clean:
 	cargo clean
 	rm -rf pg_test/results pg_test/regression.diffs
 
-## bench: queue against pgmq and the PostgreSQL ceiling, medians of 5 rounds of 10 s (about 25 min); writes BENCHMARKS.md
+## bench: queue against pgmq and the PostgreSQL ceiling, medians of 5 rounds of 10 s (about 25 min), then bench-webhooks; writes BENCHMARKS.md
 ## soak: 10 minutes of steady load per side, the last 5 with a snapshot held (about 25 min); bench/soak.png
 ## bench-smoke: the benchmark with tiny settings (well under a minute), only to show that it still works
 .PHONY: bench soak bench-smoke
 bench: install
 	cargo build -p pgmq-install
 	bench/compare.sh
+	cargo build --release -p queue-bench-webhooks
+	bench/webhooks.sh
 soak: install
 	cargo build -p pgmq-install
 	bench/soak.sh
@@ -87,6 +89,12 @@ bench-smoke: install
 	cargo build -p pgmq-install
 	BENCH_ROUNDS=1 BENCH_SECS=1 BENCH_FILL=20000 BENCH_DRAIN_JOBS=2000 BENCH_DOC= \
 	    BENCH_DIR=/tmp/qbench/smoke BENCH_PORT=54419 bench/compare.sh
+
+## bench-webhooks: webhook delivery to a local receiver against its own ceiling and the SQL-sender drain, and the idle latency (a few minutes); writes BENCHMARKS.md
+.PHONY: bench-webhooks
+bench-webhooks: install
+	cargo build --release -p queue-bench-webhooks
+	bench/webhooks.sh
 
 ## bench-tenants: push delivery across 60, then 500 tenant databases on the default 4 worker slots: bursts, steady load, after idle, the launcher's idle CPU (about 15 min; each phase waits at most 300 s for its deliveries); writes BENCHMARKS.md
 ## bench-tenants-smoke: the same with 6 databases and short phases (about a minute), only to show that it still runs

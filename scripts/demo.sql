@@ -56,7 +56,7 @@ SELECT id, attempt, queue_complete(id, lease) AS completed FROM queue_claim('ema
 SELECT queue, pending, succeeded, failed, enqueued_total, succeeded_total, failed_total FROM queue_stats;
 
 \echo
-\echo '== 9. Push delivery: a webhook queue delivered by the background worker through a sender'
+\echo '== 9. Push delivery: an outbox queue delivered by the background worker through a SQL sender'
 -- The sender is a plain SQL function of one jsonb argument, written like any
 -- other: it runs as the role that registers it, with the settings a session
 -- of that role starts with, so its unqualified names resolve as in the role's
@@ -79,23 +79,48 @@ BEGIN
     INSERT INTO outbox (job_id, attempt, url, sent_by)
     VALUES ((job->>'id')::bigint, (job->>'attempt')::int, job->'payload'->>'url', current_user);
 END $$;
-SELECT queue_create('webhooks', retry_delay => '200 ms');
-SELECT queue_register_sender('webhooks', 'post(jsonb)', batch_size => 100);
+SELECT queue_create('outbox', retry_delay => '200 ms');
+SELECT queue_register_sender('outbox', 'post(jsonb)', batch_size => 100);
 RESET ROLE;
-SELECT queue_enqueue('webhooks', '{"url": "https://example.com/order/1"}') AS job_id;
-SELECT queue_enqueue('webhooks', '{"url": "https://example.com/order/2", "flaky": true}') AS job_id;
-SELECT queue_enqueue('webhooks', '{"url": "http://example.com/insecure"}') AS job_id;
+SELECT queue_enqueue('outbox', '{"url": "https://example.com/order/1"}') AS job_id;
+SELECT queue_enqueue('outbox', '{"url": "https://example.com/order/2", "flaky": true}') AS job_id;
+SELECT queue_enqueue('outbox', '{"url": "http://example.com/insecure"}') AS job_id;
 -- nobody claims: the worker was woken by the commits and delivers on its own
 -- (this waits until it has, at most 30 s)
 DO $$
 BEGIN
     FOR i IN 1..300 LOOP
         EXIT WHEN NOT EXISTS (SELECT FROM queue_jobs
-                               WHERE queue = 'webhooks' AND status IN ('pending', 'processing'));
+                               WHERE queue = 'outbox' AND status IN ('pending', 'processing'));
         PERFORM pg_sleep(0.1);
     END LOOP;
 END $$;
 SELECT job_id, attempt, url, sent_by FROM hooks.outbox ORDER BY job_id;
-SELECT id, status, attempts, last_error FROM queue_jobs WHERE queue = 'webhooks' ORDER BY id;
-SELECT queue, sender, pending, succeeded, failed, succeeded_total, failed_total FROM queue_stats WHERE queue = 'webhooks';
+SELECT id, status, attempts, last_error FROM queue_jobs WHERE queue = 'outbox' ORDER BY id;
+SELECT queue, sender, pending, succeeded, failed, succeeded_total, failed_total FROM queue_stats WHERE queue = 'outbox';
 SELECT w.database, w.state, w.jobs_delivered, w.jobs_failed, w.last_error FROM queue_workers w;
+
+\echo
+\echo '== 10. HTTP delivery: a webhook queue that the worker POSTs to a local receiver, signed'
+-- A superuser allows the endpoint (nothing is sent anywhere before); then
+-- the queue's owner registers it. The receiver answers "ok" with 200, "flaky"
+-- with 503 once and then 200, "gone" with 404 (a dead letter at once).
+\set endpoint http://127.0.0.1: :hook_port
+ALTER SYSTEM SET queue.webhook_allow = :'endpoint';
+SELECT pg_reload_conf();
+SET queue.webhook_allow = :'endpoint';
+SELECT queue_create('orders', retry_delay => '200 ms');
+SELECT queue_register_webhook('orders', :'endpoint' || '/orders', secret => :'secret', max_in_flight => 8);
+SELECT queue_enqueue('orders', '{"case": "ok"}') AS job_id;
+SELECT queue_enqueue('orders', '{"case": "flaky"}') AS job_id;
+SELECT queue_enqueue('orders', '{"case": "gone"}') AS job_id;
+DO $$
+BEGIN
+    FOR i IN 1..300 LOOP
+        EXIT WHEN NOT EXISTS (SELECT FROM queue_jobs
+                               WHERE queue = 'orders' AND status IN ('pending', 'processing'));
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END $$;
+SELECT id, payload->>'case' AS "case", status, attempts, last_error FROM queue_jobs WHERE queue = 'orders' ORDER BY id;
+SELECT queue, sender, succeeded, failed, succeeded_total, failed_total FROM queue_stats WHERE queue = 'orders';

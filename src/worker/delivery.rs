@@ -59,6 +59,9 @@ pub struct Round {
     pub batches: usize,
     /// Some queue filled its batch: more may be waiting.
     pub more: bool,
+    /// A webhook queue was not served because the worker is handing its
+    /// slot over: it may have jobs due.
+    pub held_back: bool,
 }
 
 /// The worker's side of delivery, kept from round to round.
@@ -121,8 +124,14 @@ impl Delivery {
     }
 
     /// One batch for each sender queue with due jobs, starting after the
-    /// queue served last. Stops early when `stop()` says so.
-    pub fn round(&mut self, session: &Session, stop: impl Fn() -> bool) -> Round {
+    /// queue served last. Stops early when `stop()` says so. `handing_over`:
+    /// the worker's turn is over, and webhook queues send nothing more.
+    pub fn round(
+        &mut self,
+        session: &Session,
+        handing_over: bool,
+        stop: impl Fn() -> bool,
+    ) -> Round {
         let mut queues = session::transaction(|| session.tables(sender_queues));
         // round-robin: the queues after the one served last come first
         queues.sort_by_key(|q| (q.id <= self.last_served, q.id));
@@ -130,6 +139,7 @@ impl Delivery {
             claimed: 0,
             batches: 0,
             more: false,
+            held_back: false,
         };
         self.collect(session);
         for queue in queues {
@@ -138,6 +148,11 @@ impl Delivery {
             }
             let size = queue.batch_size.min(gucs::MAX_BATCH_SIZE.get()).max(1) as usize;
             if let Some(hook) = &queue.webhook {
+                if handing_over {
+                    // (its turn is over: serve.rs)
+                    round.held_back = true;
+                    continue;
+                }
                 let sent = self
                     .http
                     .send(session, self.slot, queue.id, &queue.name, hook, size);

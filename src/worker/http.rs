@@ -19,6 +19,7 @@ use super::wake;
 use crate::catalog;
 use crate::contract::WORKER_NAME;
 use crate::db::{self, args};
+use crate::errors::QueueError;
 use crate::gucs;
 use crate::jobs;
 use crate::queries;
@@ -45,11 +46,21 @@ impl Webhook {
         let timeout: Interval = row.value("timeout");
         let secret: Option<String> = row.get("secret");
         Some(Webhook {
-            // (registration checked all of it)
-            url: Url::parse(&url).ok()?,
-            headers: rules::check_webhook_headers(&headers.0).unwrap_or_default(),
+            // (registration checked all of it; a row changed by hand that
+            // breaks the rules is an error, not a webhook without headers)
+            url: Url::parse(&url).unwrap_or_else(|_| {
+                QueueError::WebhookUrl {
+                    url: url.split(['?', '#']).next().unwrap_or("").to_string(),
+                }
+                .raise()
+            }),
+            headers: rules::check_webhook_headers(&headers.0).unwrap_or_else(|e| e.raise()),
             timeout: Duration::from_micros(catalog::micros(&timeout).max(0) as u64),
-            key: secret.and_then(|s| sign::key_of(&s).ok()),
+            // (never unsigned for a secret that does not decode)
+            key: secret.map(|s| {
+                sign::key_of(&s)
+                    .unwrap_or_else(|problem| QueueError::WebhookSecret { problem }.raise())
+            }),
             max_in_flight: row.value::<i32>("max_in_flight").max(1) as usize,
         })
     }
@@ -96,10 +107,6 @@ impl Http {
         if let Err(problem) = started {
             // nothing is claimed: the jobs wait, and the worker says why
             SHARED.exclusive().workers[slot].set_last_error(&problem);
-            return 0;
-        }
-        if SHARED.share().workers[slot].yield_asked {
-            // (handing the slot over: see serve.rs)
             return 0;
         }
         let dispatcher = self.dispatcher.as_mut().expect("started above");
@@ -230,8 +237,10 @@ fn claim(
     name: &str,
     size: usize,
 ) -> Vec<(i64, Uuid, Vec<u8>)> {
-    let Some(found) = catalog::find(client, name).ok().flatten() else {
-        return Vec::new();
+    let found = match catalog::find(client, name) {
+        Ok(Some(found)) => found,
+        Ok(None) => return Vec::new(),
+        Err(e) => e.raise(),
     };
     if found.id != queue_id || found.paused || found.sender.is_none() {
         return Vec::new();

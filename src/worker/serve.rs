@@ -113,21 +113,28 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         if stop_requested(slot) || !gucs::ENABLED.get() {
             exit_cleanly();
         }
-        // Asked for its slot with webhook requests open: the worker sends no
-        // more, waits a little for their outcomes, then leaves the rest to
+        // Asked for its slot with webhook requests open: while outcomes come
+        // back the worker goes on (its turn ends as a SQL sender's does);
+        // when none has come for a grace period, it leaves the open ones to
         // the next worker, so that a hung endpoint never holds a slot that
         // another database waits for.
-        if delivery.sending() && yield_asked(slot) {
+        if !delivery.sending() {
+            handover_from = None;
+        } else if yield_asked(slot) {
             let since = *handover_from.get_or_insert(now);
-            delivery.collect(&session);
-            if delivery.sending() && now - since < HANDOVER_GRACE_US {
+            if delivery.collect(&session) > 0 {
+                handover_from = Some(now);
+                last_work = Some(now);
+            } else if now - since < HANDOVER_GRACE_US {
                 sleep_us(SENDING_POLL_US);
                 continue;
+            } else {
+                delivery.abandon(&session);
+                // its jobs are ready again, and no commit will say so: back
+                // in line at once
+                want_again(database, now);
+                exit_cleanly();
             }
-            delivery.abandon(&session);
-            // (its jobs are ready again: at_exit puts the database back in
-            // line)
-            exit_cleanly();
         }
         // Waiting on webhook requests only: their outcomes are picked up
         // every few milliseconds, and a round runs once one has come back
@@ -148,7 +155,9 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
                 exit_cleanly();
             }
         };
-        let round = delivery.round(&session, || stop_requested(slot));
+        // (its turn is over when asked: webhook queues send no more)
+        let handing_over = yield_asked(slot) && batches >= turns::TURN_BATCHES;
+        let round = delivery.round(&session, handing_over, || stop_requested(slot));
         let answered = delivery.collect(&session);
         next_round_at = i64::MAX;
         batches += round.batches;
@@ -162,6 +171,12 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             upkeep.note_work();
         }
         let asked = yield_asked(slot);
+        if asked && round.held_back && !delivery.sending() {
+            // webhook queues not served for the handover may have jobs due,
+            // which no commit will announce: back in line
+            want_again(database, now);
+            exit_cleanly();
+        }
         match turns::after_round(asked, batches, round.more) {
             // its turn is over: at_exit puts the database back in line
             // (not while webhook requests are open: their outcomes are
@@ -204,6 +219,14 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         } else {
             timeout_us
         });
+    }
+}
+
+/// The worker leaves with jobs of its database due: the database waits in
+/// line for a worker again.
+fn want_again(database: Oid, now: i64) {
+    if let Some(entry) = SHARED.exclusive().database_mut(database) {
+        entry.want(now);
     }
 }
 

@@ -166,6 +166,11 @@ impl Cluster {
         self.bin.join(program)
     }
 
+    /// What the server has logged so far.
+    pub fn server_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
     /// Starts the server of an existing cluster (after `crash`, say).
     pub fn start_server(&self) {
         run({

@@ -228,8 +228,27 @@ fn a_job_is_posted_signed_and_the_signature_verifies_with_the_reference_library(
                               (SELECT string_agg(j::text, ' ') FROM queue_jobs j))",
         &[],
     );
+    // a failed attempt's last_error and the server's log neither
+    receiver.answer("/in", vec![Reply::Status(503, Vec::new())]);
+    let failing = enqueue(&mut client, "hooks", "{}");
+    eventually("a failed attempt", || {
+        one::<Option<String>>(
+            &mut client,
+            "SELECT last_error FROM queue_jobs WHERE id = $1",
+            &[&failing],
+        )
+        .is_some()
+    });
+    let error: String = one(
+        &mut client,
+        "SELECT last_error FROM queue_jobs WHERE id = $1",
+        &[&failing],
+    );
+    let log = cluster.server_log();
     for hidden in ["t0ken", "token=abc", "MfKQ9r8"] {
         assert!(!everything.contains(hidden), "{hidden} shown: {everything}");
+        assert!(!error.contains(hidden), "{hidden} in last_error: {error}");
+        assert!(!log.contains(hidden), "{hidden} in the server log");
     }
 }
 
@@ -375,6 +394,26 @@ fn a_hung_endpoint_never_holds_up_another_queue() {
     });
     // still only max_in_flight of the hung queue were sent
     assert_eq!(receiver.seen("/stuck").len(), 4);
+    // and another database delivers beside it
+    cluster
+        .connect_to("postgres")
+        .batch_execute("CREATE DATABASE beside")
+        .unwrap();
+    let mut beside = cluster.connect_to("beside");
+    beside
+        .batch_execute(&format!(
+            "CREATE EXTENSION queue;
+             SELECT queue_create('hooks');
+             SELECT queue_register_webhook('hooks', '{}');",
+            receiver.url("/beside")
+        ))
+        .unwrap();
+    let ids: Vec<i64> = (0..50)
+        .map(|_| enqueue(&mut beside, "hooks", "{}"))
+        .collect();
+    eventually("every job of the other database delivered", || {
+        ids.iter().all(|id| status(&mut beside, *id) == "succeeded")
+    });
     let processing: i64 = one(
         &mut client,
         "SELECT processing FROM queue_stats WHERE queue = 'stuck'",

@@ -1,0 +1,247 @@
+//! `queue-bench-webhooks DIR PORT`: on the cluster whose socket is in DIR
+//! (the extension preloaded, a database `bench` with the extension), starts
+//! a local receiver that answers 200 at once and measures, in rounds:
+//! - the receiver's ceiling: the same POSTs from a plain load generator
+//!   (reqwest, as many requests open as the webhook queue's max_in_flight);
+//! - the drain of a backlog by a webhook queue, and by a no-op SQL sender;
+//! - the latency from a committed enqueue to the request's arrival, idle.
+//!
+//! Prints a markdown table of medians and ratios.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use postgres::{Client, NoTls};
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn percentile(v: &[f64], p: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+/// The receiver: answers every POST with 200 at once; counts them, and
+/// notes when a request whose body carries "lat":<n> arrived.
+struct Receiver {
+    port: u16,
+    count: Arc<AtomicU64>,
+    arrivals: Arc<Mutex<Vec<(u64, Instant)>>>,
+}
+
+fn receiver() -> Receiver {
+    let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+    let port = server.server_addr().to_ip().unwrap().port();
+    let count = Arc::new(AtomicU64::new(0));
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    for _ in 0..4 {
+        let (server, count, arrivals) = (server.clone(), count.clone(), arrivals.clone());
+        std::thread::spawn(move || loop {
+            let Ok(mut request) = server.recv() else {
+                return;
+            };
+            let at = Instant::now();
+            let mut body = String::new();
+            let _ = request.as_reader().read_to_string(&mut body);
+            if let Some(i) = body.find("\"lat\":") {
+                let n: String = body[i + 6..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit())
+                    .collect();
+                if let Ok(n) = n.parse() {
+                    arrivals.lock().unwrap().push((n, at));
+                }
+            }
+            count.fetch_add(1, Ordering::Relaxed);
+            let _ = request.respond(tiny_http::Response::empty(200));
+        });
+    }
+    Receiver {
+        port,
+        count,
+        arrivals,
+    }
+}
+
+/// Requests per second from `open` concurrent POST loops for `secs`.
+fn ceiling(url: &str, open: usize, secs: u64) -> f64 {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let body = r#"{"id": 1, "queue": "hooks", "payload": {}, "headers": null, "attempt": 1, "max_attempts": 5, "enqueued_at": "2026-12-01T00:00:00+00:00"}"#;
+        let until = Instant::now() + Duration::from_secs(secs);
+        let done = Arc::new(AtomicU64::new(0));
+        let tasks: Vec<_> = (0..open)
+            .map(|_| {
+                let (client, done, url) = (client.clone(), done.clone(), url.to_string());
+                tokio::spawn(async move {
+                    while Instant::now() < until {
+                        let r = client
+                            .post(&url)
+                            .header("content-type", "application/json")
+                            .body(body)
+                            .send()
+                            .await;
+                        if r.is_ok() {
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            let _ = t.await;
+        }
+        done.load(Ordering::Relaxed) as f64 / secs as f64
+    })
+}
+
+fn drained(client: &mut Client, queue: &str, jobs: u64) -> f64 {
+    client.execute("SELECT queue_pause($1)", &[&queue]).unwrap();
+    let mut left = jobs as i64;
+    while left > 0 {
+        let n = left.min(10_000) as i32;
+        client
+            .execute(
+                "SELECT queue_enqueue_batch($1, array_fill('{}'::jsonb, ARRAY[$2]))",
+                &[&queue, &n],
+            )
+            .unwrap();
+        left -= n as i64;
+    }
+    let started = Instant::now();
+    client
+        .execute("SELECT queue_resume($1)", &[&queue])
+        .unwrap();
+    loop {
+        let open: i64 = client
+            .query_one(
+                "SELECT pending + processing FROM queue_stats WHERE queue = $1",
+                &[&queue],
+            )
+            .unwrap()
+            .get(0);
+        if open == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    jobs as f64 / started.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let (dir, port) = (&args[1], &args[2]);
+    let rounds = env("BENCH_ROUNDS", 3);
+    let jobs = env("BENCH_WEBHOOK_JOBS", 20_000);
+    let secs = env("BENCH_SECS", 5);
+    let open = env("BENCH_IN_FLIGHT", 64);
+    let connect = |db: &str| {
+        Client::connect(
+            &format!("host={dir} port={port} user=postgres dbname={db}"),
+            NoTls,
+        )
+        .unwrap()
+    };
+    let receiver = receiver();
+    let base = format!("http://127.0.0.1:{}", receiver.port);
+    let mut admin = connect("postgres");
+    admin
+        .batch_execute(&format!("ALTER SYSTEM SET queue.webhook_allow = '{base}'"))
+        .unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+    let mut client = connect("bench");
+    client
+        .batch_execute(&format!(
+            "SET queue.webhook_allow = '{base}';
+             SELECT queue_create('hooks');
+             SELECT queue_register_webhook('hooks', '{base}/hooks', max_in_flight => {open});
+             CREATE FUNCTION nothing(job jsonb) RETURNS void LANGUAGE sql AS 'SELECT';
+             SELECT queue_create('sql');
+             SELECT queue_register_sender('sql', 'nothing(jsonb)', batch_size => 100);"
+        ))
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+
+    let (mut ceilings, mut hooks, mut sql) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        ceilings.push(ceiling(&format!("{base}/ceiling"), open as usize, secs));
+        hooks.push(drained(&mut client, "hooks", jobs));
+        sql.push(drained(&mut client, "sql", jobs));
+        eprintln!(
+            "round {round}: ceiling {:.0}/s, webhooks {:.0}/s, SQL sender {:.0}/s",
+            ceilings.last().unwrap(),
+            hooks.last().unwrap(),
+            sql.last().unwrap()
+        );
+    }
+
+    // idle latency: one job at a time, the worker woken by each commit
+    let mut latencies = Vec::new();
+    for n in 0..env("BENCH_LATENCY_JOBS", 50) {
+        let payload = format!("{{\"lat\":{n}}}");
+        client
+            .execute(
+                "SELECT queue_enqueue('hooks', $1::text::jsonb)",
+                &[&payload],
+            )
+            .unwrap();
+        let committed = Instant::now();
+        let deadline = committed + Duration::from_secs(10);
+        loop {
+            let found = receiver
+                .arrivals
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|(i, _)| *i == n)
+                .map(|(_, at)| *at);
+            if let Some(at) = found {
+                latencies.push(at.saturating_duration_since(committed).as_secs_f64() * 1000.0);
+                break;
+            }
+            assert!(Instant::now() < deadline, "job {n} never arrived");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (ceiling, hooks, sql) = (median(ceilings), median(hooks), median(sql));
+    println!("| line | per second | / receiver ceiling | / SQL-sender drain |");
+    println!("|---|---|---|---|");
+    println!(
+        "| receiver ceiling: {open} POST loops, no database | {ceiling:.0} | 1.00 | {:.2} |",
+        ceiling / sql
+    );
+    println!(
+        "| webhook queue drains {jobs} jobs (max_in_flight {open}) | {hooks:.0} | {:.2} | {:.2} |",
+        hooks / ceiling,
+        hooks / sql
+    );
+    println!(
+        "| SQL sender (no-op) drains {jobs} jobs (batch_size 100) | {sql:.0} | {:.2} | 1.00 |",
+        sql / ceiling
+    );
+    println!();
+    println!(
+        "- idle latency, committed enqueue to the request's arrival ({} jobs, one at a time): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        latencies.len(),
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99),
+        percentile(&latencies, 1.0)
+    );
+    println!(
+        "- {rounds} rounds, medians; ceiling rounds of {secs} s; receiver requests in all: {}",
+        receiver.count.load(Ordering::Relaxed)
+    );
+}
