@@ -78,7 +78,10 @@ fn receiver() -> Receiver {
 fn ceiling(url: &str, open: usize, secs: u64) -> f64 {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let client = reqwest::Client::new();
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
         let body = r#"{"id": 1, "queue": "hooks", "payload": {}, "headers": null, "attempt": 1, "max_attempts": 5, "enqueued_at": "2026-12-01T00:00:00+00:00"}"#;
         let until = Instant::now() + Duration::from_secs(secs);
         let done = Arc::new(AtomicU64::new(0));
@@ -114,7 +117,7 @@ fn drained(client: &mut Client, queue: &str, jobs: u64) -> f64 {
         let n = left.min(10_000) as i32;
         client
             .execute(
-                "SELECT queue_enqueue_batch($1, array_fill('{}'::jsonb, ARRAY[$2]))",
+                "SELECT queue_enqueue_batch($1, array_fill('{}'::jsonb, ARRAY[$2::int]))",
                 &[&queue, &n],
             )
             .unwrap();
