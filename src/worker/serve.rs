@@ -10,6 +10,10 @@
 //! queue.idle_exit; when the launcher asks while jobs are due, once its
 //! turn of turns::TURN_BATCHES batches is over (its database then waits in line
 //! again); and at once when its database is needed alone.
+//!
+//! With webhook requests open (http.rs) it never leaves idle, looks for
+//! their outcomes every few milliseconds, and, asked for its slot, leaves
+//! them to the next worker once 2 s pass without one.
 
 use std::cell::Cell;
 
