@@ -289,14 +289,7 @@ impl Delivery {
                 wake::on_commit(failed.is_some_and(|f| f.wake));
             }
         });
-        let mut shared = SHARED.exclusive();
-        let me = &mut shared.workers[self.slot];
-        me.delivered += succeeded as i64;
-        me.failed += failures as i64;
-        me.last_active_at = crate::time::now_us();
-        if let Some(message) = last_error {
-            me.set_last_error(&message);
-        }
+        note_outcomes(self.slot, succeeded, failures, last_error);
     }
 
     fn set_state(&self, state: State) {
@@ -383,15 +376,51 @@ fn sender_queues(client: &mut pgrx::spi::SpiClient<'_>) -> Vec<SenderQueue> {
         .collect()
 }
 
+/// What queue_workers shows of a transaction of outcomes: jobs delivered,
+/// failed attempts, the last error.
+pub(super) fn note_outcomes(
+    slot: usize,
+    delivered: usize,
+    failures: usize,
+    last_error: Option<String>,
+) {
+    let mut shared = SHARED.exclusive();
+    let me = &mut shared.workers[slot];
+    me.delivered += delivered as i64;
+    me.failed += failures as i64;
+    me.last_active_at = crate::time::now_us();
+    if let Some(message) = last_error {
+        me.set_last_error(&message);
+    }
+}
+
+/// Claims up to `size` due jobs of queue `queue_id` (`name`) for the worker,
+/// with the queue as it stands now; none when it is gone, paused or no
+/// longer delivered. (SQL senders and webhooks alike.)
+pub(super) fn claim_for_worker(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    queue_id: i32,
+    name: &str,
+    size: usize,
+) -> Option<(catalog::Queue, Vec<jobs::Claimed>)> {
+    let found = match catalog::find(client, name) {
+        Ok(Some(found)) => found,
+        Ok(None) => return None,
+        Err(e) => e.raise(),
+    };
+    if found.id != queue_id || found.paused || found.sender.is_none() {
+        return None;
+    }
+    let claimed = jobs::claim(client, &found, size, found.lease_us, Some(WORKER_NAME));
+    Some((found, claimed))
+}
+
 /// Step 1: claims up to `size` due jobs of `queue` for the worker.
 fn claim(client: &mut pgrx::spi::SpiClient<'_>, queue: &SenderQueue, size: usize) -> Vec<InFlight> {
-    let Ok(Some(found)) = catalog::find(client, &queue.name) else {
+    let Some((_, claimed)) = claim_for_worker(client, queue.id, &queue.name, size) else {
         return Vec::new();
     };
-    if found.id != queue.id || found.paused || found.sender.is_none() {
-        return Vec::new();
-    }
-    jobs::claim(client, &found, size, found.lease_us, Some(WORKER_NAME))
+    claimed
         .into_iter()
         .map(|job| InFlight {
             id: job.id,

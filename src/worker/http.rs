@@ -12,12 +12,11 @@ use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use url::Url;
 
-use super::delivery::report_stat;
+use super::delivery::{self, report_stat};
 use super::session::{self, Session};
 use super::shared::SHARED;
 use super::wake;
 use crate::catalog;
-use crate::contract::WORKER_NAME;
 use crate::db::{self, args};
 use crate::errors::QueueError;
 use crate::gucs;
@@ -237,15 +236,9 @@ fn claim(
     name: &str,
     size: usize,
 ) -> Vec<(i64, Uuid, Vec<u8>)> {
-    let found = match catalog::find(client, name) {
-        Ok(Some(found)) => found,
-        Ok(None) => return Vec::new(),
-        Err(e) => e.raise(),
-    };
-    if found.id != queue_id || found.paused || found.sender.is_none() {
+    let Some((found, claimed)) = delivery::claim_for_worker(client, queue_id, name, size) else {
         return Vec::new();
-    }
-    let claimed = jobs::claim(client, &found, size, found.lease_us, Some(WORKER_NAME));
+    };
     if claimed.is_empty() {
         return Vec::new();
     }
@@ -313,12 +306,5 @@ fn record(session: &Session, slot: usize, done: Vec<Done>) {
         })
     });
     report_stat();
-    let mut shared = SHARED.exclusive();
-    let me = &mut shared.workers[slot];
-    me.delivered += delivered.len() as i64;
-    me.failed += failures;
-    me.last_active_at = crate::time::now_us();
-    if let Some(message) = last_error {
-        me.set_last_error(&message);
-    }
+    delivery::note_outcomes(slot, delivered.len(), failures, last_error);
 }
