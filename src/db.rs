@@ -331,15 +331,19 @@ impl Drop for SearchPath {
 /// statements (search_path_of); None when it is not installed. (The
 /// worker's look-up, from the same cache as the API's.)
 pub fn installed_extension() -> Option<(Oid, std::ffi::CString)> {
+    extension_oid()?;
+    let found = extension();
+    Some((found.oid, search_path_of(found.schema)))
+}
+
+/// The oid of the extension installed in this database now, if it is
+/// (the caller is in a transaction).
+pub fn extension_oid() -> Option<Oid> {
     // SAFETY: a catalog lookup inside the caller's transaction, with a
     // NUL-terminated literal; missing_ok makes a missing extension
     // InvalidOid, not an ERROR.
     let oid = unsafe { pg_sys::get_extension_oid(c"queue".as_ptr(), true) };
-    if oid == Oid::INVALID {
-        return None;
-    }
-    let found = extension();
-    Some((found.oid, search_path_of(found.schema)))
+    (oid != Oid::INVALID).then_some(oid)
 }
 
 /// `pg_catalog, <the schema, quoted>, pg_temp`, from the schema's name now

@@ -7,7 +7,8 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::mpsc;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, SystemTime};
 
 use pgrx::datum::Uuid;
@@ -50,6 +51,14 @@ pub struct Dispatcher {
     ca_file: String,
     done_tx: mpsc::Sender<Done>,
     done_rx: mpsc::Receiver<Done>,
+    /// An eventfd that a request's task writes once its outcome is sent:
+    /// the worker waits on it beside its latch (never a PostgreSQL call
+    /// from the runtime's threads).
+    answered: Arc<OwnedFd>,
+    /// Outcomes taken from the channel and not yet handed out, and when
+    /// the first of them was taken.
+    pending: Vec<Done>,
+    pending_since: Option<std::time::Instant>,
     in_flight: HashMap<i32, usize>,
     /// The jobs whose requests are open: their leases, by job id.
     open: HashMap<i64, Uuid>,
@@ -67,12 +76,26 @@ impl Dispatcher {
             .build()
             .map_err(|e| format!("cannot start the webhook runtime: {e}"))?;
         let (done_tx, done_rx) = mpsc::channel();
+        // SAFETY: eventfd takes no pointer; a non-negative result is a new
+        // descriptor that nothing else owns.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(format!(
+                "cannot start the webhook runtime: eventfd: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        // SAFETY: fd is a descriptor just opened and owned by nothing else.
+        let answered = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
         Ok(Dispatcher {
             client: client(ca_file)?,
             ca_file: ca_file.to_string(),
             runtime,
             done_tx,
             done_rx,
+            answered,
+            pending: Vec::new(),
+            pending_since: None,
             in_flight: HashMap::new(),
             open: HashMap::new(),
         })
@@ -101,6 +124,7 @@ impl Dispatcher {
         self.open.insert(request.id, request.lease);
         let client = self.client.clone();
         let done = self.done_tx.clone();
+        let answered = self.answered.clone();
         self.runtime.spawn(async move {
             let (queue_id, id, lease) = (request.queue_id, request.id, request.lease);
             let outcome = attempt(&client, request).await;
@@ -111,12 +135,49 @@ impl Dispatcher {
                 lease,
                 outcome,
             });
+            signal(&answered);
         });
+    }
+
+    /// The descriptor that becomes readable when an outcome has come in.
+    pub fn answered_fd(&self) -> RawFd {
+        self.answered.as_raw_fd()
+    }
+
+    /// Whether outcomes have come in that `finished` has not handed out.
+    pub fn any_answered(&mut self) -> bool {
+        // (read first: an outcome sent after the read signals again)
+        drain(&self.answered);
+        self.pending.extend(self.done_rx.try_iter());
+        if self.pending.is_empty() {
+            return false;
+        }
+        self.pending_since
+            .get_or_insert_with(std::time::Instant::now);
+        true
+    }
+
+    /// When the outcomes in are worth a transaction: at once when they are
+    /// half of the requests open or more, else once the first has waited
+    /// `wait` (None: no outcome is in). Fewer, bigger transactions for a
+    /// busy queue, at the cost of that wait.
+    pub fn record_in(&mut self, wait: Duration) -> Option<Duration> {
+        if !self.any_answered() {
+            return None;
+        }
+        let open: usize = self.in_flight.values().sum();
+        if self.pending.len() * 2 >= open {
+            return Some(Duration::ZERO);
+        }
+        let waited = self.pending_since.map_or(wait, |since| since.elapsed());
+        Some(wait.saturating_sub(waited))
     }
 
     /// The outcomes that have come in since the last call.
     pub fn finished(&mut self) -> Vec<Done> {
-        let done: Vec<Done> = self.done_rx.try_iter().collect();
+        self.any_answered();
+        self.pending_since = None;
+        let done = std::mem::take(&mut self.pending);
         for d in &done {
             if let Some(n) = self.in_flight.get_mut(&d.queue_id) {
                 *n = n.saturating_sub(1);
@@ -132,6 +193,22 @@ impl Dispatcher {
         self.in_flight.clear();
         self.open.drain().collect()
     }
+}
+
+/// Makes the eventfd readable (adds 1 to its counter).
+fn signal(fd: &OwnedFd) {
+    let one: u64 = 1;
+    // SAFETY: writes the 8 bytes of a live u64 to a descriptor that the
+    // Arc keeps open; a full counter (EAGAIN) is readable anyway.
+    unsafe { libc::write(fd.as_raw_fd(), (&raw const one).cast(), 8) };
+}
+
+/// Resets the eventfd's counter (nothing to read is fine: non-blocking).
+fn drain(fd: &OwnedFd) {
+    let mut count: u64 = 0;
+    // SAFETY: reads at most 8 bytes into a live u64 from a descriptor
+    // that the Arc keeps open.
+    unsafe { libc::read(fd.as_raw_fd(), (&raw mut count).cast(), 8) };
 }
 
 /// The runtime's threads take no signal: PostgreSQL's handlers are for the

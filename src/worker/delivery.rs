@@ -53,6 +53,7 @@ struct SenderQueue {
 }
 
 /// What one round did.
+#[derive(Default)]
 pub struct Round {
     /// Jobs claimed, and in how many batches.
     pub claimed: usize,
@@ -62,6 +63,8 @@ pub struct Round {
     /// A webhook queue was not served because the worker is handing its
     /// slot over: it may have jobs due.
     pub held_back: bool,
+    /// Outcomes of webhook requests recorded.
+    pub answered: usize,
 }
 
 /// The worker's side of delivery, kept from round to round.
@@ -87,15 +90,82 @@ impl Delivery {
         self.http.sending()
     }
 
-    /// Leaves webhook requests still open to the next worker (http.rs).
-    pub fn abandon(&mut self, session: &Session) {
-        self.http.abandon(session, self.slot)
+    /// Whether webhook requests have come back that are not recorded yet.
+    pub fn any_answered(&mut self) -> bool {
+        self.http.any_answered()
     }
 
-    /// Records the outcomes of webhook requests that have come back;
-    /// returns how many.
-    pub fn collect(&mut self, session: &Session) -> usize {
-        self.http.collect(session, self.slot)
+    /// When the outcomes of webhook requests that came back are worth a
+    /// transaction, in microseconds (0: at once); None: none came back.
+    pub fn record_in_us(&mut self) -> Option<i64> {
+        self.http.record_in().map(|d| d.as_micros() as i64)
+    }
+
+    /// A descriptor that becomes readable when a webhook request comes
+    /// back (None: no request was ever sent).
+    pub fn answered_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.http.answered_fd()
+    }
+
+    /// Leaves webhook requests still open to the next worker (http.rs),
+    /// recording first the outcomes that came back.
+    pub fn abandon(&mut self, session: &Session) {
+        let tally = session::transaction(|| session.tables(|c| self.http.abandon(c)));
+        report_stat();
+        tally.note(self.slot);
+    }
+
+    /// While webhook requests are open and nothing else calls for a round:
+    /// records the outcomes that came back and, unless `handing_over`,
+    /// claims what they made room for in the webhook queues, in one
+    /// transaction, then sends. None: the extension is gone.
+    pub fn refill(&mut self, session: &Session, handing_over: bool) -> Option<Round> {
+        let mut round = Round::default();
+        let (batches, mut tally) = session::transaction(|| {
+            if !session.current() {
+                return None;
+            }
+            Some(session.tables(|client| {
+                let tally = self.http.record(client);
+                let mut batches = Vec::new();
+                if !handing_over {
+                    for queue in self.in_turn(sender_queues(client)) {
+                        if let Some(hook) = &queue.webhook {
+                            let batch = self.http.claim(
+                                client,
+                                self.slot,
+                                queue.id,
+                                &queue.name,
+                                hook,
+                                size_of(&queue),
+                            );
+                            if batch.claimed > 0 {
+                                self.last_served = queue.id;
+                            }
+                            batches.push(batch);
+                        }
+                    }
+                }
+                (batches, tally)
+            }))
+        })?;
+        report_stat();
+        round.answered = tally.delivered + tally.failures;
+        for batch in batches {
+            round.claimed += batch.claimed;
+            round.batches += usize::from(batch.claimed > 0);
+            tally.add(batch.tally);
+            self.http.start(batch.requests);
+        }
+        tally.note(self.slot);
+        Some(round)
+    }
+
+    /// The queues in round-robin order: those after the one served last
+    /// come first.
+    fn in_turn(&self, mut queues: Vec<SenderQueue>) -> Vec<SenderQueue> {
+        queues.sort_by_key(|q| (q.id <= self.last_served, q.id));
+        queues
     }
 
     /// Jobs left in flight by a worker that stopped: each is claimed again
@@ -132,33 +202,45 @@ impl Delivery {
         handing_over: bool,
         stop: impl Fn() -> bool,
     ) -> Round {
-        let mut queues = session::transaction(|| session.tables(sender_queues));
-        // round-robin: the queues after the one served last come first
-        queues.sort_by_key(|q| (q.id <= self.last_served, q.id));
+        // (with the outcomes of webhook requests that came back)
+        let (queues, tally) = session::transaction(|| {
+            session.tables(|client| (sender_queues(client), self.http.record(client)))
+        });
+        report_stat();
         let mut round = Round {
-            claimed: 0,
-            batches: 0,
-            more: false,
-            held_back: false,
+            answered: tally.delivered + tally.failures,
+            ..Round::default()
         };
-        self.collect(session);
-        for queue in queues {
+        tally.note(self.slot);
+        for queue in self.in_turn(queues) {
             if stop() {
                 break;
             }
-            let size = queue.batch_size.min(gucs::MAX_BATCH_SIZE.get()).max(1) as usize;
+            let size = size_of(&queue);
             if let Some(hook) = &queue.webhook {
                 if handing_over {
                     // (its turn is over: serve.rs)
                     round.held_back = true;
                     continue;
                 }
-                let sent = self
-                    .http
-                    .send(session, self.slot, queue.id, &queue.name, hook, size);
+                let batch = session::transaction(|| {
+                    session.tables(|client| {
+                        // (what came back first: it makes room)
+                        let recorded = self.http.record(client);
+                        let mut batch =
+                            self.http
+                                .claim(client, self.slot, queue.id, &queue.name, hook, size);
+                        batch.tally.add(recorded);
+                        batch
+                    })
+                });
+                report_stat();
                 self.last_served = queue.id;
-                round.claimed += sent;
-                round.batches += usize::from(sent > 0);
+                round.claimed += batch.claimed;
+                round.batches += usize::from(batch.claimed > 0);
+                round.answered += batch.tally.delivered + batch.tally.failures;
+                batch.tally.note(self.slot);
+                self.http.start(batch.requests);
                 continue;
             }
             let batch = session::transaction(|| session.tables(|c| claim(c, &queue, size)));
@@ -363,6 +445,11 @@ fn login_settings(client: &mut pgrx::spi::SpiClient<'_>, role: Oid) -> Vec<Strin
     )
     .map(|r| r.value::<String>("setting"))
     .collect()
+}
+
+/// How many jobs one batch of `queue` claims at most.
+fn size_of(queue: &SenderQueue) -> usize {
+    queue.batch_size.min(gucs::MAX_BATCH_SIZE.get()).max(1) as usize
 }
 
 fn sender_queues(client: &mut pgrx::spi::SpiClient<'_>) -> Vec<SenderQueue> {

@@ -1,9 +1,12 @@
 //! The worker's side of webhooks: it claims a webhook queue's due jobs (the
 //! attempt is counted at that commit), hands the requests to the
 //! dispatcher, which runs them off the main thread, and records their
-//! outcomes as they come back, a transaction for whatever has come. A
-//! queue never has more than its max_in_flight requests open.
+//! outcomes as they come back. Recording what came back and claiming what
+//! the queue has room for share one transaction, so that a busy queue costs
+//! one commit per refill. A queue never has more than its max_in_flight
+//! requests open.
 
+use std::os::fd::RawFd;
 use std::time::Duration;
 
 use pgrx::datum::{Interval, Uuid};
@@ -12,8 +15,7 @@ use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use url::Url;
 
-use super::delivery::{self, report_stat};
-use super::session::{self, Session};
+use super::delivery;
 use super::shared::SHARED;
 use super::wake;
 use crate::catalog;
@@ -69,6 +71,54 @@ impl Webhook {
 /// read again.
 const ALLOW_LIST_FOR_US: i64 = crate::time::SECOND_US;
 
+/// How long the first outcome that came back waits for others to share
+/// its transaction (unless half of the open requests have come back).
+const GATHER: Duration = Duration::from_millis(2);
+
+/// What a transaction recorded, for queue_workers once it commits.
+#[derive(Default)]
+pub struct Tally {
+    pub delivered: usize,
+    pub failures: usize,
+    pub last_error: Option<String>,
+}
+
+impl Tally {
+    pub fn add(&mut self, other: Tally) {
+        self.delivered += other.delivered;
+        self.failures += other.failures;
+        if other.last_error.is_some() {
+            self.last_error = other.last_error;
+        }
+    }
+
+    /// Shows the tally in queue_workers (after the commit).
+    pub fn note(self, slot: usize) {
+        if self.delivered + self.failures > 0 {
+            delivery::note_outcomes(slot, self.delivered, self.failures, self.last_error);
+        }
+    }
+}
+
+/// Jobs of one webhook queue claimed in a transaction: the requests to
+/// start once it commits, and what it recorded (attempts refused by the
+/// allow list fail in the claim's transaction, sending nothing).
+pub struct Batch {
+    pub claimed: usize,
+    pub requests: Vec<Request>,
+    pub tally: Tally,
+}
+
+impl Batch {
+    fn empty() -> Batch {
+        Batch {
+            claimed: 0,
+            requests: Vec::new(),
+            tally: Tally::default(),
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Http {
     /// Started at the first webhook queue (its threads cost nothing before).
@@ -85,17 +135,45 @@ impl Http {
             .is_some_and(Dispatcher::any_in_flight)
     }
 
-    /// Claims up to `size` due jobs of webhook queue `queue_id` (`name`),
-    /// within its max_in_flight, and sends them. Returns how many.
-    pub fn send(
+    /// Whether outcomes have come back that are not recorded yet.
+    pub fn any_answered(&mut self) -> bool {
+        self.dispatcher
+            .as_mut()
+            .is_some_and(Dispatcher::any_answered)
+    }
+
+    /// When the outcomes that came back are worth a transaction (zero: at
+    /// once); None: none came back.
+    pub fn record_in(&mut self) -> Option<Duration> {
+        self.dispatcher.as_mut()?.record_in(GATHER)
+    }
+
+    /// A descriptor that becomes readable when an outcome comes back.
+    pub fn answered_fd(&self) -> Option<RawFd> {
+        self.dispatcher.as_ref().map(Dispatcher::answered_fd)
+    }
+
+    /// Records, in the caller's transaction, the outcomes that have come
+    /// back.
+    pub fn record(&mut self, client: &mut SpiClient<'_>) -> Tally {
+        match self.dispatcher.as_mut() {
+            Some(dispatcher) => record(client, dispatcher.finished()),
+            None => Tally::default(),
+        }
+    }
+
+    /// Claims, in the caller's transaction, up to `size` due jobs of
+    /// webhook queue `queue_id` (`name`), within its max_in_flight. Their
+    /// requests are for `start`, once the transaction has committed.
+    pub fn claim(
         &mut self,
-        session: &Session,
+        client: &mut SpiClient<'_>,
         slot: usize,
         queue_id: i32,
         name: &str,
         hook: &Webhook,
         size: usize,
-    ) -> usize {
+    ) -> Batch {
         let ca_file = gucs::text(&gucs::WEBHOOK_CA_FILE);
         let started = match &mut self.dispatcher {
             Some(d) => d.use_ca_file(&ca_file),
@@ -106,7 +184,7 @@ impl Http {
         if let Err(problem) = started {
             // nothing is claimed: the jobs wait, and the worker says why
             SHARED.exclusive().workers[slot].set_last_error(&problem);
-            return 0;
+            return Batch::empty();
         }
         let dispatcher = self.dispatcher.as_mut().expect("started above");
         let size = size.min(
@@ -114,7 +192,7 @@ impl Http {
                 .saturating_sub(dispatcher.in_flight(queue_id)),
         );
         if size == 0 {
-            return 0;
+            return Batch::empty();
         }
         let now = crate::time::now_us();
         if self
@@ -122,8 +200,7 @@ impl Http {
             .as_ref()
             .is_none_or(|(at, _)| now - at >= ALLOW_LIST_FOR_US)
         {
-            let list = session::transaction(|| session.tables(allow_list));
-            self.allow = Some((now, allow::parse(&list)));
+            self.allow = Some((now, allow::parse(&allow_list(client))));
         }
         let refusal = match &self.allow.as_ref().expect("read above").1 {
             Ok(entries) if allow::allows(entries, &hook.url) => None,
@@ -133,12 +210,8 @@ impl Http {
             )),
             Err(problem) => Some(problem.clone()),
         };
-        let jobs = session::transaction(|| session.tables(|c| claim(c, queue_id, name, size)));
-        report_stat();
-        if jobs.is_empty() {
-            return 0;
-        }
-        let count = jobs.len();
+        let jobs = claim(client, queue_id, name, size);
+        let claimed = jobs.len();
         if let Some(message) = refusal {
             // an attempt that sends nothing
             let failed = jobs
@@ -154,14 +227,18 @@ impl Http {
                     },
                 })
                 .collect();
-            record(session, slot, failed);
-            return count;
+            return Batch {
+                claimed,
+                requests: Vec::new(),
+                tally: record(client, failed),
+            };
         }
         // SAFETY: MyDatabaseId is set when the worker connects to its
         // database and never changes after.
         let database = unsafe { pg_sys::MyDatabaseId }.to_u32();
-        for (id, lease, body) in jobs {
-            dispatcher.send(Request {
+        let requests = jobs
+            .into_iter()
+            .map(|(id, lease, body)| Request {
                 queue_id,
                 id,
                 lease,
@@ -171,49 +248,43 @@ impl Http {
                 webhook_id: format!("msg_{database}_{id}"),
                 key: hook.key.clone(),
                 timeout: hook.timeout,
-            });
+            })
+            .collect();
+        Batch {
+            claimed,
+            requests,
+            tally: Tally::default(),
         }
-        count
+    }
+
+    /// Sends the requests of a batch whose claim has committed.
+    pub fn start(&mut self, requests: Vec<Request>) {
+        if let Some(dispatcher) = self.dispatcher.as_mut() {
+            for request in requests {
+                dispatcher.send(request);
+            }
+        }
     }
 
     /// The worker leaves with requests still open (it is asked for its slot
-    /// and they have had their grace): their jobs are ready again, their
-    /// attempts as they are, to be sent again by the next worker, with the
-    /// same webhook-id (the endpoint may have had them). Outcomes that came
-    /// back meanwhile are recorded first.
-    pub fn abandon(&mut self, session: &Session, slot: usize) {
-        self.collect(session, slot);
-        let Some(dispatcher) = self.dispatcher.as_mut() else {
-            return;
-        };
-        let open = dispatcher.abandon();
-        if open.is_empty() {
-            return;
-        }
-        session::transaction(|| {
-            session.tables(|client| {
-                let (ids, leases): (Vec<i64>, Vec<Uuid>) = open.into_iter().unzip();
+    /// and they have had their grace, or it is stopped): in the caller's
+    /// transaction, the outcomes that came back are recorded, and the jobs
+    /// of the open ones are ready again, their attempts as they are, to be
+    /// sent again by the next worker with the same webhook-id (the endpoint
+    /// may have had them).
+    pub fn abandon(&mut self, client: &mut SpiClient<'_>) -> Tally {
+        let tally = self.record(client);
+        if let Some(dispatcher) = self.dispatcher.as_mut() {
+            let (ids, leases): (Vec<i64>, Vec<Uuid>) = dispatcher.abandon().into_iter().unzip();
+            if !ids.is_empty() {
                 db::run(
                     client,
                     &queries::RELEASE_HELD,
                     args![ids = ids, leases = leases],
                 );
-            })
-        });
-        report_stat();
-    }
-
-    /// Records the outcomes that have come back; returns how many.
-    pub fn collect(&mut self, session: &Session, slot: usize) -> usize {
-        let Some(dispatcher) = self.dispatcher.as_mut() else {
-            return 0;
-        };
-        let done = dispatcher.finished();
-        let count = done.len();
-        if count > 0 {
-            record(session, slot, done);
+            }
         }
-        count
+        tally
     }
 }
 
@@ -264,47 +335,41 @@ fn claim(
     .collect()
 }
 
-/// The outcomes of requests, in one transaction: a 2xx completes its job
-/// (unless it was cancelled or purged meanwhile: the outcome is dropped),
-/// a failure follows the queue's retry policy, a Retry-After capped by its
-/// max_retry_delay.
-fn record(session: &Session, slot: usize, done: Vec<Done>) {
-    let delivered: Vec<&Done> = done
+/// The outcomes of requests, in the caller's transaction: a 2xx completes
+/// its job (unless it was cancelled or purged meanwhile: the outcome is
+/// dropped), a failure follows the queue's retry policy, a Retry-After
+/// capped by its max_retry_delay.
+fn record(client: &mut SpiClient<'_>, done: Vec<Done>) -> Tally {
+    let mut tally = Tally::default();
+    let (ids, leases): (Vec<i64>, Vec<Uuid>) = done
         .iter()
         .filter(|d| d.outcome == Outcome::Delivered)
-        .collect();
-    let mut last_error = None;
-    let mut failures = 0;
-    session::transaction(|| {
-        session.tables(|client| {
-            if !delivered.is_empty() {
-                let ids = delivered.iter().map(|d| d.id).collect();
-                let leases = delivered.iter().map(|d| d.lease).collect();
-                jobs::complete(client, ids, leases);
-            }
-            for d in &done {
-                if let Outcome::Failed {
-                    message,
-                    permanent,
-                    retry_after_us,
-                } = &d.outcome
-                {
-                    failures += 1;
-                    last_error = Some(message.clone());
-                    let failed = jobs::fail(
-                        client,
-                        d.id,
-                        d.lease,
-                        message,
-                        *retry_after_us,
-                        *permanent,
-                        true,
-                    );
-                    wake::on_commit(failed.is_some_and(|f| f.wake));
-                }
-            }
-        })
-    });
-    report_stat();
-    delivery::note_outcomes(slot, delivered.len(), failures, last_error);
+        .map(|d| (d.id, d.lease))
+        .unzip();
+    tally.delivered = ids.len();
+    if !ids.is_empty() {
+        jobs::complete(client, ids, leases);
+    }
+    for d in &done {
+        if let Outcome::Failed {
+            message,
+            permanent,
+            retry_after_us,
+        } = &d.outcome
+        {
+            tally.failures += 1;
+            tally.last_error = Some(message.clone());
+            let failed = jobs::fail(
+                client,
+                d.id,
+                d.lease,
+                message,
+                *retry_after_us,
+                *permanent,
+                true,
+            );
+            wake::on_commit(failed.is_some_and(|f| f.wake));
+        }
+    }
+    tally
 }

@@ -11,9 +11,10 @@
 //! turn of turns::TURN_BATCHES batches is over (its database then waits in line
 //! again); and at once when its database is needed alone.
 //!
-//! With webhook requests open (http.rs) it never leaves idle, looks for
-//! their outcomes every few milliseconds, and, asked for its slot, leaves
-//! them to the next worker once 2 s pass without one.
+//! With webhook requests open (http.rs) it never leaves idle, wakes when
+//! an outcome comes back, records it and refills its queue in one
+//! transaction, and, asked for its slot once its turn is over, leaves them
+//! to the next worker once 2 s pass without one.
 
 use std::cell::Cell;
 
@@ -115,8 +116,16 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         let now = crate::time::now_us();
         let woken = take_wake(slot, now);
         if stop_requested(slot) || !gucs::ENABLED.get() {
+            // (requests still open go back to the line at once, rather than
+            // when their leases expire)
+            if delivery.sending() {
+                delivery.abandon(&session);
+            }
             exit_cleanly();
         }
+        let asked = yield_asked(slot);
+        // (its turn is over when asked: webhook queues send no more)
+        let handing_over = asked && batches >= turns::TURN_BATCHES;
         // Asked for its slot with webhook requests open: while outcomes come
         // back the worker goes on (its turn ends as a SQL sender's does);
         // when none has come for a grace period, it leaves the open ones to
@@ -124,15 +133,11 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         // another database waits for.
         if !delivery.sending() {
             handover_from = None;
-        } else if yield_asked(slot) {
+        } else if asked {
             let since = *handover_from.get_or_insert(now);
-            if delivery.collect(&session) > 0 {
+            if delivery.any_answered() {
                 handover_from = Some(now);
-                last_work = Some(now);
-            } else if now - since < HANDOVER_GRACE_US {
-                sleep_us(SENDING_POLL_US);
-                continue;
-            } else {
+            } else if now - since >= HANDOVER_GRACE_US {
                 delivery.abandon(&session);
                 // its jobs are ready again, and no commit will say so: back
                 // in line at once
@@ -140,16 +145,35 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
                 exit_cleanly();
             }
         }
-        // Waiting on webhook requests only: their outcomes are picked up
-        // every few milliseconds, and a round runs once one has come back
-        // (its queue has room again), a commit woke the worker, or the
-        // round's own time has come.
+        // Waiting on webhook requests only (no commit woke the worker, the
+        // round's time has not come): the outcomes are recorded as they come
+        // back, and the room they make in their queues is filled, in one
+        // transaction each time.
         if delivery.sending() && !woken && now < next_round_at {
-            if delivery.collect(&session) == 0 {
-                sleep_us(SENDING_POLL_US.min(next_round_at - now));
+            let record_in = delivery.record_in_us();
+            if record_in != Some(0) {
+                let until = (next_round_at - now)
+                    .min(SENDING_WAIT_US)
+                    .min(record_in.unwrap_or(i64::MAX));
+                let until = match handover_from {
+                    Some(since) => until.min(since + HANDOVER_GRACE_US - now),
+                    None => until,
+                };
+                sleep_us(until, delivery.answered_fd());
                 continue;
             }
-            last_work = Some(now);
+            match delivery.refill(&session, handing_over) {
+                Some(refill) => {
+                    batches += refill.batches;
+                    last_work = Some(now);
+                    if refill.claimed > 0 {
+                        upkeep.note_work();
+                    }
+                }
+                // (the extension is gone or was made again: a round finds out)
+                None => next_round_at = now,
+            }
+            continue;
         }
         // DROP EXTENSION, or a new schema after ALTER EXTENSION SET SCHEMA
         session = match session::transaction(|| Session::find(Some(session))) {
@@ -159,16 +183,14 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
                 exit_cleanly();
             }
         };
-        // (its turn is over when asked: webhook queues send no more)
-        let handing_over = yield_asked(slot) && batches >= turns::TURN_BATCHES;
         let round = delivery.round(&session, handing_over, || stop_requested(slot));
-        let answered = delivery.collect(&session);
-        next_round_at = i64::MAX;
+        // (a round again at once, unless the worker rests below)
+        next_round_at = now;
         batches += round.batches;
         // (a worker whose slot another database waits for puts its
         // maintenance off, within limits: see Upkeep::run)
         upkeep.run(&session, crate::time::now_us(), yield_asked(slot));
-        if woken || round.claimed > 0 || answered > 0 {
+        if woken || round.claimed > 0 || round.answered > 0 {
             last_work = Some(now);
         }
         if round.claimed > 0 {
@@ -216,13 +238,13 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             .min(upkeep.next_at() - now)
             .max(1000);
         next_round_at = now + timeout_us;
-        // (while webhook requests are open, their outcomes are looked for
-        // every few milliseconds, at the top of the loop)
-        sleep_us(if delivery.sending() {
-            timeout_us.min(SENDING_POLL_US)
+        // (while webhook requests are open, an outcome coming back ends the
+        // sleep too: the top of the loop records it)
+        if delivery.sending() {
+            sleep_us(timeout_us.min(SENDING_WAIT_US), delivery.answered_fd());
         } else {
-            timeout_us
-        });
+            sleep_us(timeout_us, None);
+        }
     }
 }
 
@@ -235,15 +257,23 @@ fn want_again(database: Oid, now: i64) {
 }
 
 /// Sleeps on the worker's latch (set by committing transactions) for up to
-/// `timeout_us`.
-fn sleep_us(timeout_us: i64) {
+/// `timeout_us`, and until `answered` (the dispatcher's descriptor) is
+/// readable, when given.
+fn sleep_us(timeout_us: i64, answered: Option<std::os::fd::RawFd>) {
+    let mut events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
+    if answered.is_some() {
+        events |= pg_sys::WL_SOCKET_READABLE;
+    }
     // SAFETY: MyLatch is this process's own latch, set before any of our
-    // code runs; the timeout is at least a millisecond and fits a long;
-    // WL_EXIT_ON_PM_DEATH is given, as a background worker must.
+    // code runs; the descriptor, when given, is the dispatcher's eventfd,
+    // open while the dispatcher lives (as long as the worker); the timeout
+    // is at least a millisecond and fits a long; WL_EXIT_ON_PM_DEATH is
+    // given, as a background worker must.
     unsafe {
-        pg_sys::WaitLatch(
+        pg_sys::WaitLatchOrSocket(
             pg_sys::MyLatch,
-            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            events as i32,
+            answered.unwrap_or(-1),
             (timeout_us / 1000).max(1) as _,
             pg_sys::PG_WAIT_EXTENSION,
         );
@@ -255,8 +285,9 @@ fn sleep_us(timeout_us: i64) {
 /// requests before it leaves them to the next worker.
 const HANDOVER_GRACE_US: i64 = 2 * crate::time::SECOND_US;
 
-/// How often a worker with webhook requests open looks for their outcomes.
-const SENDING_POLL_US: i64 = 5_000;
+/// The longest a worker with webhook requests open sleeps (an outcome
+/// coming back wakes it before).
+const SENDING_WAIT_US: i64 = 100_000;
 
 /// The least a worker sleeps when a round found nothing it could do.
 const MIN_SLEEP_US: i64 = 100_000;

@@ -41,6 +41,12 @@ impl Session {
         })
     }
 
+    /// Whether the extension installed now is still this session's (the
+    /// caller is in a transaction).
+    pub fn current(&self) -> bool {
+        db::extension_oid() == Some(self.extension)
+    }
+
     /// Runs `f` with the extension's tables (the caller is in a transaction).
     pub fn tables<R>(&self, f: impl FnOnce(&mut SpiClient<'_>) -> R) -> R {
         self.scoped(|| db::with_tables(f))

@@ -13,6 +13,8 @@ use queue_client_tests::{eventually, one, Client, Cluster};
 #[derive(Clone, Debug)]
 struct Seen {
     path: String,
+    /// The client's address: one per connection.
+    peer: Option<std::net::SocketAddr>,
     headers: Vec<(String, String)>,
     body: String,
 }
@@ -82,6 +84,7 @@ impl Receiver {
                     .collect();
                 seen_by_server.lock().unwrap().push(Seen {
                     path: path.clone(),
+                    peer: request.remote_addr().copied(),
                     headers,
                     body,
                 });
@@ -124,11 +127,11 @@ impl Receiver {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
+    /// The replies of `path` from now on (instead of those it had).
     fn answer(&self, path: &str, replies: Vec<Reply>) {
-        self.replies
-            .lock()
-            .unwrap()
-            .push((path.to_string(), replies.into()));
+        let mut all = self.replies.lock().unwrap();
+        all.retain(|(p, _)| p != path);
+        all.push((path.to_string(), replies.into()));
     }
 
     fn seen(&self, path: &str) -> Vec<Seen> {
@@ -713,4 +716,89 @@ fn https_trusts_a_private_ca_through_the_setting_alone() {
         status(&mut client, id) == "succeeded"
     });
     assert_eq!(receiver.seen("/in").len(), 1);
+}
+
+#[test]
+fn requests_of_a_queue_share_kept_alive_connections() {
+    let receiver = Receiver::start();
+    let cluster = cluster_for(&receiver);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(&format!(
+            "SELECT queue_create('kept');
+             SELECT queue_register_webhook('kept', '{}', max_in_flight => 4);",
+            receiver.url("/kept")
+        ))
+        .unwrap();
+    let ids: Vec<i64> = (0..200)
+        .map(|_| enqueue(&mut client, "kept", "{}"))
+        .collect();
+    eventually("every job delivered", || {
+        ids.iter().all(|id| status(&mut client, *id) == "succeeded")
+    });
+    let seen = receiver.seen("/kept");
+    assert_eq!(seen.len(), 200);
+    let connections: std::collections::HashSet<_> = seen.iter().map(|s| s.peer).collect();
+    // at most max_in_flight open at once, each kept for the next request
+    // (a new connection per request would make 200)
+    assert!(
+        connections.len() <= 8,
+        "{} connections for 200 requests",
+        connections.len()
+    );
+}
+
+#[test]
+fn switching_the_workers_off_hands_open_requests_back_at_once() {
+    let receiver = Receiver::start();
+    let cluster = cluster_for(&receiver);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(&format!(
+            "SELECT queue_create('held');
+             SELECT queue_register_webhook('held', '{}', timeout => '1 hour');",
+            receiver.url("/held")
+        ))
+        .unwrap();
+    receiver.answer("/held", vec![Reply::Hang]);
+    let ids: Vec<i64> = (0..3).map(|_| enqueue(&mut client, "held", "{}")).collect();
+    eventually("three requests open", || receiver.seen("/held").len() == 3);
+    let mut admin = cluster.connect_to("postgres");
+    admin
+        .batch_execute("ALTER SYSTEM SET queue.enabled = off")
+        .unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+    // ready again at once, their attempt counted, not in flight until the
+    // lease (an hour) expires
+    eventually("the jobs pending again, no worker left", || {
+        ids.iter().all(|id| status(&mut client, *id) == "pending")
+            && one::<i64>(
+                &mut client,
+                "SELECT count(*) FROM queue_workers WHERE pid IS NOT NULL",
+                &[],
+            ) == 0
+    });
+    let attempts: Vec<i32> = ids
+        .iter()
+        .map(|id| one(&mut client, "SELECT attempts FROM queue_job($1)", &[id]))
+        .collect();
+    assert_eq!(attempts, vec![1, 1, 1]);
+    receiver.answer("/held", vec![Reply::Status(200, Vec::new())]);
+    admin
+        .batch_execute("ALTER SYSTEM SET queue.enabled = on")
+        .unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+    eventually("every job delivered once the workers are back", || {
+        ids.iter().all(|id| status(&mut client, *id) == "succeeded")
+    });
+    // each job sent twice, with the same webhook-id
+    let seen = receiver.seen("/held");
+    assert_eq!(seen.len(), 6);
+    let mut webhook_ids: Vec<&str> = seen
+        .iter()
+        .map(|s| s.header("webhook-id").unwrap())
+        .collect();
+    webhook_ids.sort();
+    webhook_ids.dedup();
+    assert_eq!(webhook_ids.len(), 3);
 }

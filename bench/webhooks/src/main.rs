@@ -1,6 +1,6 @@
 //! `queue-bench-webhooks DIR PORT`: on the cluster whose socket is in DIR
 //! (the extension preloaded, a database `bench` with the extension), starts
-//! a local receiver that answers 200 at once and measures, in rounds:
+//! a local receiver (hyper) that answers 200 at once and measures, in rounds:
 //! - the receiver's ceiling: the same POSTs from a plain load generator
 //!   (reqwest, as many requests open as the webhook queue's max_in_flight);
 //! - the drain of a backlog by a webhook queue, and by a no-op SQL sender;
@@ -33,7 +33,8 @@ fn percentile(v: &[f64], p: f64) -> f64 {
 }
 
 /// The receiver: answers every POST with 200 at once; counts them, and
-/// notes when a request whose body carries "lat":<n> arrived.
+/// notes when a request whose body carries "lat":<n> arrived. hyper's
+/// HTTP/1 server on a runtime of two threads of its own.
 struct Receiver {
     port: u16,
     count: Arc<AtomicU64>,
@@ -41,37 +42,65 @@ struct Receiver {
 }
 
 fn receiver() -> Receiver {
-    let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
-    let port = server.server_addr().to_ip().unwrap().port();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
     let count = Arc::new(AtomicU64::new(0));
     let arrivals = Arc::new(Mutex::new(Vec::new()));
-    for _ in 0..4 {
-        let (server, count, arrivals) = (server.clone(), count.clone(), arrivals.clone());
-        std::thread::spawn(move || loop {
-            let Ok(mut request) = server.recv() else {
-                return;
-            };
-            let at = Instant::now();
-            let mut body = String::new();
-            let _ = request.as_reader().read_to_string(&mut body);
-            if let Some(i) = body.find("\"lat\":") {
-                let n: String = body[i + 6..]
-                    .chars()
-                    .take_while(|c| c.is_ascii_digit())
-                    .collect();
-                if let Ok(n) = n.parse() {
-                    arrivals.lock().unwrap().push((n, at));
-                }
+    let (served, noted) = (count.clone(), arrivals.clone());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (served, noted) = (served.clone(), noted.clone());
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request| {
+                        let (served, noted) = (served.clone(), noted.clone());
+                        async move { answer(request, &served, &noted).await }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
             }
-            count.fetch_add(1, Ordering::Relaxed);
-            let _ = request.respond(tiny_http::Response::empty(200));
         });
-    }
+    });
     Receiver {
         port,
         count,
         arrivals,
     }
+}
+
+/// One request: read whole, noted, answered 200 with no body.
+async fn answer(
+    request: hyper::Request<hyper::body::Incoming>,
+    served: &AtomicU64,
+    noted: &Mutex<Vec<(u64, Instant)>>,
+) -> Result<hyper::Response<http_body_util::Empty<bytes::Bytes>>, hyper::Error> {
+    use http_body_util::BodyExt;
+    let at = Instant::now();
+    let body = request.into_body().collect().await?.to_bytes();
+    let body = String::from_utf8_lossy(&body);
+    if let Some(i) = body.find("\"lat\":") {
+        let n: String = body[i + 6..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
+        if let Ok(n) = n.parse() {
+            noted.lock().unwrap().push((n, at));
+        }
+    }
+    served.fetch_add(1, Ordering::Relaxed);
+    Ok(hyper::Response::new(http_body_util::Empty::new()))
 }
 
 /// Requests per second from `open` concurrent POST loops for `secs`.
@@ -138,7 +167,9 @@ fn drained(client: &mut Client, queue: &str, jobs: u64) -> f64 {
         if open == 0 {
             break;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        // (queue_stats counts the backlog: looked at less often while it is
+        // large, so that the looking takes little from the drain)
+        std::thread::sleep(Duration::from_millis(if open > 1000 { 250 } else { 10 }));
     }
     jobs as f64 / started.elapsed().as_secs_f64()
 }
