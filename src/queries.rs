@@ -90,6 +90,8 @@ statements! {
     LOGIN_SETTINGS = "login_settings.sql" (role: OIDOID, database: OIDOID) -> (setting);
     DELIVER_LOCK = "deliver_lock.sql" (ids: INT8ARRAYOID, leases: UUIDARRAYOID, queue: TEXTOID,
         max_attempts: INT4OID) -> (id, job);
+    WEBHOOK_BODIES = "webhook_bodies.sql" (ids: INT8ARRAYOID, queue: TEXTOID,
+        max_attempts: INT4OID) -> (id, body);
     RELEASE = "release.sql" (ids: INT8ARRAYOID) -> ();
     LEFT_IN_FLIGHT = "left_in_flight.sql" (worker: TEXTOID) -> (id);
     RECOVER_LOCK = "recover_lock.sql" (id: INT8OID, worker: TEXTOID)

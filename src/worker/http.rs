@@ -313,24 +313,22 @@ fn claim(
     if claimed.is_empty() {
         return Vec::new();
     }
-    let (ids, leases): (Vec<i64>, Vec<Uuid>) = claimed.iter().map(|j| (j.id, j.lease)).unzip();
+    let ids: Vec<i64> = claimed.iter().map(|j| j.id).collect();
     let lease_of: std::collections::HashMap<i64, Uuid> =
         claimed.iter().map(|j| (j.id, j.lease)).collect();
     db::run(
         client,
-        &queries::DELIVER_LOCK,
+        &queries::WEBHOOK_BODIES,
         args![
             ids = ids,
-            leases = leases,
             queue = found.name.as_str(),
             max_attempts = found.max_attempts,
         ],
     )
     .map(|r| {
         let id: i64 = r.value("id");
-        let job: JsonB = r.value("job");
-        let body = serde_json::to_vec(&job.0).expect("a JSON value serializes");
-        (id, lease_of[&id], body)
+        let body: String = r.value("body");
+        (id, lease_of[&id], body.into_bytes())
     })
     .collect()
 }

@@ -92,6 +92,7 @@ async fn answer(
     let body = String::from_utf8_lossy(&body);
     if let Some(i) = body.find("\"lat\":") {
         let n: String = body[i + 6..]
+            .trim_start()
             .chars()
             .take_while(|c| c.is_ascii_digit())
             .collect();
