@@ -178,7 +178,7 @@ fn drained(client: &mut Client, queue: &str, jobs: u64) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (dir, port) = (&args[1], &args[2]);
-    let rounds = env("BENCH_ROUNDS", 3);
+    let rounds = env("BENCH_ROUNDS", 5);
     let jobs = env("BENCH_WEBHOOK_JOBS", 20_000);
     let secs = env("BENCH_SECS", 5);
     let open = env("BENCH_IN_FLIGHT", 64);
