@@ -27,7 +27,7 @@ SELECT live_rotated FROM queue_maintain();
 
 -- Finished jobs are kept for their queue's retention; a partition of them
 -- is emptied once everything in it has expired.
-SELECT queue_create('s.brief', retention => '0');
+SELECT queue_create('s.brief', retention => '1 microsecond');
 SELECT count(*) FROM queue_enqueue_batch('s.brief', array_fill('{}'::jsonb, ARRAY[3]));
 SELECT array_agg(id) AS ids, array_agg(lease) AS leases
   FROM queue_claim('s.brief', max_jobs => 3) \gset brief_

@@ -90,7 +90,7 @@ fn counters_stay_exact_under_concurrent_transitions_and_cleanup() {
     admin
         .batch_execute(
             "SELECT queue_create('counted', max_attempts => 2, retry_delay => '0',
-                                 retention => '0')",
+                                 retention => '1 millisecond')",
         )
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));

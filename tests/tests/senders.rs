@@ -818,7 +818,7 @@ fn the_worker_buries_expired_leases_and_cleans_up() {
     let mut client = cluster.connect();
     client
         .batch_execute(
-            "SELECT queue_create('pull', max_attempts => 1, retention => '0');
+            "SELECT queue_create('pull', max_attempts => 1, retention => '1 millisecond');
              SELECT queue_enqueue('pull', '{}') FROM generate_series(1, 3);",
         )
         .unwrap();
@@ -846,7 +846,7 @@ fn the_worker_buries_expired_leases_and_cleans_up() {
         &[&abandoned],
     );
     assert_eq!(error, "lease expired during attempt 1 of 1 (worker gone)");
-    // retention 0: the worker's upkeep removes the succeeded jobs
+    // retention 1 ms: the worker's upkeep removes the succeeded jobs
     eventually("retention cleanup", || {
         one::<i64>(
             &mut client,
