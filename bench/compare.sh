@@ -5,9 +5,13 @@
 # synchronous_commit on, PostgreSQL's defaults otherwise.
 #
 #   1  enqueue, one job per statement, 4 connections   queue_enqueue      | pgmq.send        | INSERT 1 row
+#   1w the same on 32 connections (the commit path with many writers)
 #   2  enqueue, batches of 100                         queue_enqueue_batch| pgmq.send_batch  | INSERT 100 rows
 #   3  claim + complete, one job per statement         queue_claim(1) + queue_complete | pgmq.read(1) + delete | DELETE next row
 #   4  claim + complete 100 per round trip             queue_claim(100) + queue_complete_batch | read(100) + delete(array) | DELETE next 100
+#      Equal work: in 3, 4 and 4b the queue keeps nothing (retention 0: no
+#      history written), as pgmq's delete; in 3a and 4a it keeps the default
+#      day of history, against pgmq's archive, which keeps a copy.
 #   5  worker drain of 200,000 jobs, no-op SQL sender  (peer: the best pgmq consumer rate, from 4,
 #      and pgmq's read(100) + delete on one connection, as the worker is one process)
 #   6  latency from an enqueue's commit to its sender call, idle and at 1,000 jobs/s
@@ -28,7 +32,8 @@
 # 50,000 for item 3 and 300,000 for 4; later rounds get twice what the
 # previous one took), BENCH_DOC (BENCHMARKS.md),
 # BENCH_DIR (/tmp/qbench/bench), BENCH_PORT (54400), PGMQ_INSTALL (binary),
-# BENCH_ITEMS (the items to measure, by default all: "1 2 3 4 4b 5p 5 6").
+# BENCH_ITEMS (the items to measure, by default all: "1 1w 2 3 3a 4 4a 4b 5p 5 6"),
+# BENCH_WIDE_CLIENTS (32, for 1w).
 . "$(dirname "$0")/common.sh"
 
 ROUNDS=${BENCH_ROUNDS:-5}
@@ -40,7 +45,8 @@ LOAD_RATE=${BENCH_LOAD_RATE:-1000}
 IDLE_RATE=${BENCH_IDLE_RATE:-50}
 FILL=${BENCH_FILL:-}
 DOC=${BENCH_DOC-BENCHMARKS.md}
-ITEMS=" ${BENCH_ITEMS:-1 2 3 4 4b 5p 5 6} "
+ITEMS=" ${BENCH_ITEMS:-1 1w 2 3 3a 4 4a 4b 5p 5 6} "
+WIDE_CLIENTS=${BENCH_WIDE_CLIENTS:-32}
 item() { [[ $ITEMS == *" $1 "* ]]; }
 PGMQ_INSTALL=${PGMQ_INSTALL:-target/debug/pgmq-install}
 OUT=bench/results
@@ -63,8 +69,10 @@ keep_server_log "$OUT/bench-server.log"
 "$PGMQ_INSTALL" "$DIR" "$PORT" > "$WORK/pgmq-version"
 sql > /dev/null <<SQL
 CREATE EXTENSION queue;
-SELECT queue_create(q) FROM unnest(ARRAY['enq1', 'enq100', 'c1', 'c100', 'c100one', 'drain', 'lat']) q;
-SELECT pgmq.create(q) FROM unnest(ARRAY['enq1', 'enq100', 'c1', 'c100', 'lat']) q;
+SELECT queue_create(q) FROM unnest(ARRAY['enq1', 'enq100', 'c1a', 'c100a', 'drain', 'lat']) q;
+-- keeping nothing, as pgmq's delete
+SELECT queue_create(q, retention => '0') FROM unnest(ARRAY['c1', 'c100', 'c100one']) q;
+SELECT pgmq.create(q) FROM unnest(ARRAY['enq1', 'enq100', 'c1', 'c100', 'c1a', 'c100a', 'lat']) q;
 -- the ceiling: a minimal job table
 CREATE TABLE ceiling_ins (id bigserial PRIMARY KEY, payload jsonb NOT NULL);
 CREATE TABLE ceiling_del (id bigserial PRIMARY KEY, payload jsonb NOT NULL);
@@ -107,6 +115,14 @@ script p_c1 <<'SQL'
 SELECT coalesce(max(msg_id), 0) AS id FROM pgmq.read('c1', 30, 1) \gset
 SELECT pgmq.delete('c1', :id::bigint) WHERE :id <> 0;
 SQL
+script q_c1a <<'SQL'
+SELECT coalesce(max(id), 0) AS id, coalesce(max(lease::text), '') AS lease FROM queue_claim('c1a', 'bench', 1) \gset
+SELECT queue_complete(:id, nullif(':lease', '')::uuid) WHERE :id <> 0;
+SQL
+script p_c1a <<'SQL'
+SELECT coalesce(max(msg_id), 0) AS id FROM pgmq.read('c1a', 30, 1) \gset
+SELECT pgmq.archive('c1a', :id::bigint) WHERE :id <> 0;
+SQL
 # the least a consumer must do: find the next row (concurrently: SKIP
 # LOCKED) and delete it, committed
 script c_c1 <<'SQL'
@@ -119,6 +135,14 @@ SQL
 script p_c100 <<'SQL'
 SELECT coalesce(array_agg(msg_id), '{}') AS ids FROM pgmq.read('c100', 30, 100) \gset
 SELECT count(*) FROM pgmq.delete('c100', ':ids'::bigint[]);
+SQL
+script q_c100a <<'SQL'
+SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(lease), '{}') AS leases FROM queue_claim('c100a', 'bench', 100) \gset
+SELECT count(*) FROM queue_complete_batch(':ids'::bigint[], ':leases'::uuid[]);
+SQL
+script p_c100a <<'SQL'
+SELECT coalesce(array_agg(msg_id), '{}') AS ids FROM pgmq.read('c100a', 30, 100) \gset
+SELECT count(*) FROM pgmq.archive('c100a', ':ids'::bigint[]);
 SQL
 script c_c100 <<'SQL'
 DELETE FROM ceiling_del WHERE id = ANY (ARRAY(SELECT id FROM ceiling_del ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED));
@@ -232,9 +256,12 @@ throughput() {
 # ---------------------------------------------------------------- 1-4, 7
 echo "Measuring: $ROUNDS rounds of ${SECS} s per figure, $CLIENTS connections" >&2
 item 1 && throughput 1 1 0 queue:q_enq1 pgmq:p_enq1 ceiling:c_enq1
+item 1w && CLIENTS=$WIDE_CLIENTS throughput 1w 1 0 queue:q_enq1 pgmq:p_enq1 ceiling:c_enq1
 item 2 && throughput 2 100 0 queue:q_enq100 pgmq:p_enq100 ceiling:c_enq100
 item 3 && throughput 3 1 50000 queue:q_c1:c1 pgmq:p_c1:c1 ceiling:c_c1:x
+item 3a && throughput 3a 1 50000 queue:q_c1a:c1a pgmq:p_c1a:c1a
 item 4 && throughput 4 100 300000 queue:q_c100:c100 pgmq:p_c100:c100 ceiling:c_c100:x
+item 4a && throughput 4a 100 300000 queue:q_c100a:c100a pgmq:p_c100a:c100a
 item 4b && throughput 4b 100 300000 queue:q_c100one:c100one
 # the drain (5) is one worker process: pgmq's consumer on one connection too
 item 5p && CLIENTS=1 THREADS=1 throughput 5p 100 300000 pgmq:p_c100:c100
@@ -361,10 +388,13 @@ table() {
     echo "| # | what | unit | queue | pgmq | queue/pgmq | ceiling | queue/ceiling |"
     echo "|---|---|---|---|---|---|---|---|"
     row "1 | enqueue, one job per statement" "jobs/s" 1 1 pgmq 1
+    row "1w | the same on $WIDE_CLIENTS connections" "jobs/s" 1w 1w pgmq 1w
     row "2 | enqueue, batches of 100" "jobs/s" 2 2 pgmq 2
-    row "3 | claim + complete, one job per statement" "jobs/s" 3 3 pgmq 3
-    row "4 | claim 100 + complete the batch (2 statements)" "jobs/s" 4 4 pgmq 4
-    row "4b | claim 100 + complete in one statement (pgmq: as in 4)" "jobs/s" 4b 4 pgmq 4
+    row "3 | claim + complete, one job per statement; retention 0 (pgmq: delete)" "jobs/s" 3 3 pgmq 3
+    row "3a | the same, the default retention of a day (pgmq: archive)" "jobs/s" 3a 3a pgmq ""
+    row "4 | claim 100 + complete the batch (2 statements); retention 0 (pgmq: delete)" "jobs/s" 4 4 pgmq 4
+    row "4a | the same, the default retention (pgmq: archive)" "jobs/s" 4a 4a pgmq ""
+    row "4b | claim 100 + complete in one statement, retention 0 (pgmq: as in 4)" "jobs/s" 4b 4 pgmq 4
     row "5 | worker drain of $(fmt "$DRAIN_JOBS") jobs, no-op sender (pgmq: best consumer, $best_pgmq)" "jobs/s" 5 "$best_pgmq" pgmq 4
     row "5′ | the same drain (pgmq: one consumer connection, read(100) + delete)" "jobs/s" 5 5p pgmq 4
     row "6 | latency enqueue → sender, idle ($IDLE_RATE/s), median" "ms" 6idle-p50 6idle-p50 pgmq ""
