@@ -13,8 +13,9 @@
 //!
 //! With webhook requests open (http.rs) it never leaves idle, wakes when
 //! an outcome comes back, records it and refills its queue in one
-//! transaction, and, asked for its slot once its turn is over, leaves them
-//! to the next worker once 2 s pass without one.
+//! transaction, and, asked for its slot, goes on while outcomes come (its
+//! turn ends as a SQL sender's does) but leaves the open requests to the
+//! next worker once 2 s pass without one.
 
 use std::cell::Cell;
 
