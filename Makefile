@@ -80,6 +80,7 @@ clean:
 bench: install
 	cargo build -p pgmq-install
 	bench/compare.sh
+	bench/backlog.sh
 	cargo build --release -p queue-bench-webhooks
 	bench/webhooks.sh
 soak: install
@@ -89,6 +90,12 @@ bench-smoke: install
 	cargo build -p pgmq-install
 	BENCH_ROUNDS=1 BENCH_SECS=1 BENCH_FILL=20000 BENCH_DRAIN_JOBS=2000 BENCH_DOC= \
 	    BENCH_DIR=/tmp/qbench/smoke BENCH_PORT=54419 bench/compare.sh
+
+## bench-backlog: claim + complete of 100 from a backlog of 10,000, 1,000,000 and 10,000,000 due jobs, queue against pgmq (about 15 minutes); writes BENCHMARKS.md
+.PHONY: bench-backlog
+bench-backlog: install
+	cargo build -p pgmq-install
+	bench/backlog.sh
 
 ## bench-webhooks: webhook delivery to a local receiver against its own ceiling and the SQL-sender drain, and the idle latency (a few minutes); writes BENCHMARKS.md
 .PHONY: bench-webhooks
