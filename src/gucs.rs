@@ -14,6 +14,13 @@ pub static ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// because the slots live in shared memory.
 pub static MAX_WORKERS: GucSetting<i32> = GucSetting::<i32>::new(4);
 
+/// How many workers may serve one database at once. A database whose
+/// worker keeps finding full batches gets helpers while slots are free and
+/// no other database waits (they deliver its SQL senders' jobs alongside,
+/// and leave as soon as another database waits or the backlog is gone), so
+/// that one busy database can use more than one core.
+pub static MAX_WORKERS_PER_DATABASE: GucSetting<i32> = GucSetting::<i32>::new(2);
+
 /// How many databases the launcher can keep track of: the size of a table
 /// in shared memory (128 bytes a database: a table of twice as many 64-byte
 /// entries). Databases beyond it are not served. Fixed at server start;
@@ -106,6 +113,16 @@ pub fn init() {
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
         define_max_workers();
     }
+    GucRegistry::define_int_guc(
+        c"queue.max_workers_per_database",
+        c"How many workers may serve one busy database at once.",
+        c"",
+        &MAX_WORKERS_PER_DATABASE,
+        1,
+        WORKER_SLOTS as i32,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"queue.idle_exit",
         c"How long a worker with nothing to do keeps its slot.",

@@ -54,6 +54,8 @@ pub struct Database {
     /// pull queue's commit changed something, or a retention cleanup falls
     /// due); 0: nothing owed. The next worker runs it from then on.
     pub upkeep_at: AtomicI64,
+    /// Its worker's last round found full batches: it may get helpers.
+    pub busy: bool,
 }
 
 impl Database {
@@ -71,6 +73,7 @@ impl Database {
             recovered: false,
             visit: false,
             upkeep_at: AtomicI64::new(0),
+            busy: false,
         }
     }
 
@@ -131,6 +134,7 @@ impl Database {
             recovered: other.recovered,
             visit: other.visit,
             upkeep_at: AtomicI64::new(other.upkeep_at.load(Ordering::Relaxed)),
+            busy: other.busy,
         };
     }
 }

@@ -236,41 +236,43 @@ unsafe fn database_needed_alone(node: *mut pg_sys::Node) -> (Option<Oid>, bool) 
     }
 }
 
-/// Holds the launcher off `database` and waits for its worker to exit.
+/// Holds the launcher off `database` and waits for its workers to exit.
 fn release(database: Oid) {
     let deadline = crate::time::now_us() + WAIT_US;
-    let pid = {
+    {
         let mut shared = SHARED.exclusive();
         let now = crate::time::now_us();
         if let Some(entry) = shared.database_entry(database) {
             entry.blocked_until = now + HOLD_US;
         }
-        match shared.worker_of(database) {
-            Some(slot) => {
-                shared.workers[slot].stop = true;
-                shared.workers[slot].pid
-            }
-            None => return,
-        }
-    };
-    let mut signalled = false;
-    loop {
-        let (running, pid_now) = {
-            let shared = SHARED.share();
-            match shared.worker_of(database) {
-                Some(slot) => (true, shared.workers[slot].pid),
-                None => (false, 0),
-            }
-        };
-        if !running || crate::time::now_us() > deadline {
+        let slots: Vec<usize> = shared.workers_of(database).collect();
+        if slots.is_empty() {
             return;
         }
-        let pid = if pid > 0 { pid } else { pid_now };
-        if pid > 0 && !signalled {
-            // SAFETY: kill only sends a signal and touches no memory of
-            // ours; pid is the worker's, as it recorded it in its slot.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-            signalled = true;
+        for &slot in &slots {
+            shared.workers[slot].stop = true;
+        }
+    }
+    // (a worker, its helpers included; each signalled once its pid is known)
+    let mut signalled: Vec<i32> = Vec::new();
+    loop {
+        let pids: Vec<i32> = {
+            let shared = SHARED.share();
+            shared
+                .workers_of(database)
+                .map(|slot| shared.workers[slot].pid)
+                .collect()
+        };
+        if pids.is_empty() || crate::time::now_us() > deadline {
+            return;
+        }
+        for pid in pids {
+            if pid > 0 && !signalled.contains(&pid) {
+                // SAFETY: kill only sends a signal and touches no memory of
+                // ours; pid is a worker's, as it recorded it in its slot.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+                signalled.push(pid);
+            }
         }
         // SAFETY: a plain sleep; no precondition.
         unsafe { pg_sys::pg_usleep(10_000) };

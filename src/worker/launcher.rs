@@ -137,7 +137,7 @@ fn scan_databases(now: i64) {
         })
         .collect();
     for oid in gone {
-        if shared.worker_of(oid).is_none() {
+        if shared.workers_of(oid).next().is_none() {
             shared.forget_database(oid);
         }
     }
@@ -211,13 +211,19 @@ fn start_workers(handles: &mut [Option<DynamicBackgroundWorker>], now: i64) -> b
             if running >= max {
                 return true;
             }
-            let Some(database) = shared.next_to_serve(now) else {
-                return true;
+            // a waiting database first; else a helper for a busy one
+            let per_database = gucs::MAX_WORKERS_PER_DATABASE.get() as usize;
+            let (database, helper) = match shared.next_to_serve(now) {
+                Some(database) => (database, false),
+                None => match shared.wants_helper(now, per_database) {
+                    Some(database) => (database, true),
+                    None => return true,
+                },
             };
             let Some(slot) = shared.workers.iter().position(|w| w.state == State::Free) else {
                 return true;
             };
-            shared.workers[slot] = Worker::starting(database, now);
+            shared.workers[slot] = Worker::starting(database, helper, now);
             shared.wakes[slot].store(0, Ordering::Relaxed);
             slot
         };
@@ -260,17 +266,22 @@ fn ask_to_yield(now: i64) {
         .filter(|w| w.state != State::Free)
         .count();
     let free = (gucs::MAX_WORKERS.get() as usize).saturating_sub(running);
+    // (helpers leave by themselves, after their batch, once a database
+    // waits: serve.rs)
     let leaving = shared
         .workers
         .iter()
-        .filter(|w| w.state.running() && (w.stop || w.yield_asked))
+        .filter(|w| w.state.running() && (w.stop || w.yield_asked || (w.helper && waiting > 0)))
         .count();
     let candidates = shared
         .workers
         .iter()
         .enumerate()
         .filter(|(_, w)| {
-            matches!(w.state, State::Idle | State::Delivering) && !w.stop && !w.yield_asked
+            matches!(w.state, State::Idle | State::Delivering)
+                && !w.stop
+                && !w.yield_asked
+                && !w.helper
         })
         .map(|(slot, w)| {
             let busy = w.state == State::Delivering;

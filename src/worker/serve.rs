@@ -58,7 +58,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     let database = SHARED.share().workers[slot].database;
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(database), None);
     super::name_this_process("queue worker");
-    let (upkeep_at, recovered, visit) = {
+    let (helper, upkeep_at, recovered, visit) = {
         let mut shared = SHARED.exclusive();
         let me = &mut shared.workers[slot];
         // SAFETY: MyProcPid is set when the process starts and never
@@ -66,13 +66,15 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         me.pid = unsafe { pg_sys::MyProcPid };
         me.procno = shared::my_procno();
         me.state = State::Idle;
+        let helper = me.helper;
         match shared.database_mut(database) {
-            Some(entry) => (
+            Some(entry) if !helper => (
+                false,
                 entry.upkeep_at.load(Ordering::Relaxed),
                 entry.recovered,
                 std::mem::take(&mut entry.visit),
             ),
-            None => (0, false, false),
+            _ => (helper, 0, true, false),
         }
     };
     let Some(mut session) = session::transaction(|| Session::find(None)) else {
@@ -81,6 +83,9 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     };
     set_installed(database, Installed::Yes);
     wake::in_worker();
+    if helper {
+        help(slot, session);
+    }
     let mut delivery = Delivery::new(slot);
     let mut upkeep = Upkeep::new(crate::time::now_us(), upkeep_at, visit || !recovered);
     // When the worker last had work (a job, a wake-up, its start); None:
@@ -93,16 +98,22 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     // When the worker, asked for its slot, began to wait for its webhook
     // requests.
     let mut handover_from = None;
-    if !recovered {
-        if delivery.recover(&session) > 0 {
-            last_work = Some(crate::time::now_us());
-        }
-        if let Some(entry) = SHARED.exclusive().database_mut(database) {
-            entry.recovered = true;
-        }
-    }
+    let mut recovered = recovered;
 
     loop {
+        // Jobs a stopped worker left in flight are taken back once this
+        // worker is its database's only one (a helper may still be at work
+        // beside a worker that has just started, and none starts before
+        // this is done) and has no webhook request open (their jobs are in
+        // flight too).
+        if !recovered && !delivery.sending() && alone(slot, database) {
+            if delivery.recover(&session) > 0 {
+                last_work = Some(crate::time::now_us());
+            }
+            if let Some(entry) = SHARED.exclusive().database_mut(database) {
+                entry.recovered = true;
+            }
+        }
         pgrx::check_for_interrupts!();
         // SAFETY: ConfigReloadPending is a sig_atomic_t that on_sighup sets;
         // read and cleared on the main thread, and the configuration
@@ -188,6 +199,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         // (a round again at once, unless the worker rests below)
         next_round_at = now;
         batches += round.batches;
+        recovered = note_round(database, round.more && !handing_over);
         // (a worker whose slot another database waits for puts its
         // maintenance off, within limits: see Upkeep::run)
         upkeep.run(&session, crate::time::now_us(), yield_asked(slot));
@@ -247,6 +259,69 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             sleep_us(timeout_us, None);
         }
     }
+}
+
+/// A helper's life (queue.max_workers_per_database): rounds of its
+/// database's SQL senders back to back while they find full batches,
+/// beside the database's worker, which alone wakes on commits, keeps the
+/// upkeep and serves webhook queues. It leaves once a round finds no full
+/// batch, and as soon as another database waits or it is asked to go.
+fn help(slot: usize, mut session: Session) -> ! {
+    let mut delivery = Delivery::new(slot);
+    loop {
+        pgrx::check_for_interrupts!();
+        // SAFETY: as in queue_worker_main's loop: the flag on_sighup sets,
+        // read and cleared on the main thread, outside any transaction.
+        unsafe {
+            if pg_sys::ConfigReloadPending != 0 {
+                pg_sys::ConfigReloadPending = 0;
+                pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+            }
+        }
+        let now = crate::time::now_us();
+        let others_wait = SHARED.share().waiting_for_worker(now).next().is_some();
+        if stop_requested(slot) || yield_asked(slot) || !gucs::ENABLED.get() || others_wait {
+            leave_helping(slot);
+        }
+        session = match session::transaction(|| Session::find(Some(session))) {
+            Some(found) => found,
+            None => leave_helping(slot),
+        };
+        // (webhook queues are held back: their worker keeps max_in_flight)
+        let round = delivery.round(&session, true, || stop_requested(slot));
+        if !round.more {
+            leave_helping(slot);
+        }
+    }
+}
+
+/// A helper leaves: its database's worker is there for what is left.
+fn leave_helping(slot: usize) -> ! {
+    SHARED.exclusive().workers[slot].state = State::Stopping;
+    exit_cleanly()
+}
+
+/// Whether the worker in `slot` is the only one of `database`.
+fn alone(slot: usize, database: Oid) -> bool {
+    SHARED.share().workers_of(database).all(|s| s == slot)
+}
+
+/// After a round: whether the database is busy (the round found full
+/// batches), for the launcher's helpers, which it is told of when that
+/// changes. Returns whether the database is recovered (a helper's failure
+/// can make it not).
+fn note_round(database: Oid, busy: bool) -> bool {
+    let mut shared = SHARED.exclusive();
+    let launcher = shared.launcher_procno;
+    let Some(entry) = shared.database_mut(database) else {
+        return true;
+    };
+    let was_busy = std::mem::replace(&mut entry.busy, busy);
+    let recovered = entry.recovered;
+    if busy && !was_busy {
+        shared::set_latch(launcher);
+    }
+    recovered
 }
 
 /// The worker leaves with jobs of its database due: the database waits in
@@ -425,6 +500,10 @@ unsafe extern "C-unwind" fn at_exit(_code: i32, arg: pg_sys::Datum) {
     if let Some(entry) = shared.database_mut(me.database) {
         if (missed_wake || work_left) && entry.installed() != Installed::No {
             entry.want(now);
+        }
+        if !me.helper {
+            // (no helper starts for a database without its worker)
+            entry.busy = false;
         }
         // an exit in the middle of a round (an error, SIGTERM) may leave
         // jobs in flight: the next worker looks for them

@@ -77,6 +77,10 @@ pub struct Worker {
     /// Asked by the launcher to give its slot to a database that waits:
     /// at once when nothing is due, else when its turn is over.
     pub yield_asked: bool,
+    /// A helper of its database's worker (queue.max_workers_per_database):
+    /// it delivers SQL senders' jobs while the database is busy, and does
+    /// no upkeep, no recovery and no webhooks.
+    pub helper: bool,
     pub database: Oid,
     pub pid: i32,
     /// Its index in ProcGlobal->allProcs, for its latch; -1 until known.
@@ -96,6 +100,7 @@ impl Worker {
         clean_exit: false,
         stop: false,
         yield_asked: false,
+        helper: false,
         database: Oid::INVALID,
         pid: 0,
         procno: -1,
@@ -107,9 +112,10 @@ impl Worker {
         last_error: [0; ERROR_BYTES],
     };
 
-    pub fn starting(database: Oid, now: i64) -> Worker {
+    pub fn starting(database: Oid, helper: bool, now: i64) -> Worker {
         Worker {
             state: State::Starting,
+            helper,
             database,
             started_at: now,
             last_active_at: now,
@@ -172,11 +178,35 @@ impl Default for Shared {
 }
 
 impl Shared {
-    /// The slot of a running worker of `database`.
+    /// The slot of `database`'s running worker (not a helper): the one
+    /// that commits wake.
     pub fn worker_of(&self, database: Oid) -> Option<usize> {
         self.workers
             .iter()
-            .position(|w| w.state.running() && w.database == database)
+            .position(|w| w.state.running() && w.database == database && !w.helper)
+    }
+
+    /// The slots of every running worker of `database`, helpers included.
+    pub fn workers_of(&self, database: Oid) -> impl Iterator<Item = usize> + '_ {
+        self.workers
+            .iter()
+            .enumerate()
+            .filter(move |(_, w)| w.state.running() && w.database == database)
+            .map(|(slot, _)| slot)
+    }
+
+    /// A busy database to start a helper for, when no database waits: its
+    /// worker found full batches in its last round, it was recovered (a
+    /// helper never runs beside a recovery), and it has fewer than
+    /// `per_database` workers.
+    pub fn wants_helper(&self, now: i64, per_database: usize) -> Option<Oid> {
+        if self.waiting_for_worker(now).next().is_some() {
+            return None;
+        }
+        self.databases()
+            .filter(|d| d.busy && d.recovered && self.worker_of(d.oid).is_some())
+            .find(|d| self.workers_of(d.oid).count() < per_database)
+            .map(|d| d.oid)
     }
 
     /// Every known database (a guard of the lock proves it is held).

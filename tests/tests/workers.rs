@@ -411,3 +411,119 @@ fn without_the_preload_the_pull_api_works_and_says_so() {
     let rows: i64 = one(&mut client, "SELECT count(*) FROM queue_workers", &[]);
     assert_eq!(rows, 0);
 }
+
+/// A database whose worker keeps finding full batches gets a helper
+/// (queue.max_workers_per_database, 2 by default): both deliver, no job
+/// twice; the helper leaves with the backlog, and DROP DATABASE stops both.
+#[test]
+fn a_busy_database_gets_a_helper_and_no_job_goes_out_twice() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect_to("postgres");
+    admin.batch_execute("CREATE DATABASE busy").unwrap();
+    let mut client = cluster.connect_to("busy");
+    client
+        .batch_execute(
+            "CREATE EXTENSION queue;
+             CREATE TABLE sent (id bigint, pid int);
+             CREATE FUNCTION record(job jsonb) RETURNS void LANGUAGE sql
+                 AS $$ INSERT INTO sent VALUES ((job->>'id')::bigint, pg_backend_pid()) $$;
+             SELECT queue_create('drain');
+             SELECT queue_pause('drain');
+             SELECT queue_register_sender('drain', 'record(jsonb)', batch_size => 100);
+             SELECT count(*) FROM generate_series(1, 6) g,
+                    LATERAL queue_enqueue_batch('drain', array_fill('{}'::jsonb, ARRAY[10000 + 0 * g]));
+             SELECT queue_resume('drain');",
+        )
+        .unwrap();
+    let mut most = 0;
+    eventually("every job delivered", || {
+        let running: i64 = one(
+            &mut client,
+            "SELECT count(*) FROM queue_workers WHERE database = 'busy' AND pid IS NOT NULL",
+            &[],
+        );
+        most = most.max(running);
+        one::<i64>(
+            &mut client,
+            "SELECT succeeded_total FROM queue_stats WHERE queue = 'drain'",
+            &[],
+        ) == 60_000
+    });
+    let row = client
+        .query_one(
+            "SELECT count(*), count(DISTINCT id), count(DISTINCT pid) FROM sent",
+            &[],
+        )
+        .unwrap();
+    let (calls, jobs, workers): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!((calls, jobs), (60_000, 60_000), "each job delivered once");
+    assert!(workers >= 2, "a helper delivered too ({workers} workers)");
+    assert!(
+        most <= 2,
+        "at most queue.max_workers_per_database workers ({most})"
+    );
+    // the helper leaves with the backlog; the worker stays (idle_exit)
+    eventually("the helper gone", || {
+        one::<i64>(
+            &mut client,
+            "SELECT count(*) FROM queue_workers WHERE database = 'busy' AND pid IS NOT NULL",
+            &[],
+        ) == 1
+    });
+    // again, and DROP DATABASE while both deliver
+    client
+        .batch_execute(
+            "SELECT queue_pause('drain');
+             SELECT count(*) FROM generate_series(1, 6) g,
+                    LATERAL queue_enqueue_batch('drain', array_fill('{}'::jsonb, ARRAY[10000 + 0 * g]));
+             SELECT queue_resume('drain');",
+        )
+        .unwrap();
+    eventually("two workers", || {
+        one::<i64>(
+            &mut client,
+            "SELECT count(*) FROM queue_workers WHERE database = 'busy' AND pid IS NOT NULL",
+            &[],
+        ) == 2
+    });
+    drop(client);
+    admin.batch_execute("SET statement_timeout = '60s'").unwrap();
+    admin.batch_execute("DROP DATABASE busy").unwrap();
+    assert_eq!(
+        one::<i64>(
+            &mut cluster.connect(),
+            "SELECT count(*) FROM queue_workers WHERE database = 'busy'",
+            &[],
+        ),
+        0
+    );
+}
+
+/// With queue.max_workers_per_database = 1 a database never gets a helper.
+#[test]
+fn one_worker_per_database_when_the_setting_says_so() {
+    let cluster = Cluster::start_with(&["queue.max_workers_per_database = 1"]);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "CREATE TABLE sent (id bigint, pid int);
+             CREATE FUNCTION record(job jsonb) RETURNS void LANGUAGE sql
+                 AS $$ INSERT INTO sent VALUES ((job->>'id')::bigint, pg_backend_pid()) $$;
+             SELECT queue_create('drain');
+             SELECT queue_pause('drain');
+             SELECT queue_register_sender('drain', 'record(jsonb)', batch_size => 100);
+             SELECT count(*) FROM generate_series(1, 3) g,
+                    LATERAL queue_enqueue_batch('drain', array_fill('{}'::jsonb, ARRAY[10000 + 0 * g]));
+             SELECT queue_resume('drain');",
+        )
+        .unwrap();
+    eventually("every job delivered", || {
+        one::<i64>(
+            &mut client,
+            "SELECT succeeded_total FROM queue_stats WHERE queue = 'drain'",
+            &[],
+        ) == 30_000
+    });
+    let workers: i64 = one(&mut client, "SELECT count(DISTINCT pid) FROM sent", &[]);
+    assert_eq!(workers, 1);
+}
