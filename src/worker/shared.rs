@@ -203,8 +203,16 @@ impl Shared {
         if self.waiting_for_worker(now).next().is_some() {
             return None;
         }
+        // (not while its worker is asked to go, or a command holds the
+        // database)
+        let staying = |oid| {
+            self.worker_of(oid).is_some_and(|slot| {
+                let w = &self.workers[slot];
+                !w.stop && !w.yield_asked
+            })
+        };
         self.databases()
-            .filter(|d| d.busy && d.recovered && self.worker_of(d.oid).is_some())
+            .filter(|d| d.busy && d.recovered && d.blocked_until <= now && staying(d.oid))
             .find(|d| self.workers_of(d.oid).count() < per_database)
             .map(|d| d.oid)
     }

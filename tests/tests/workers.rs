@@ -487,7 +487,9 @@ fn a_busy_database_gets_a_helper_and_no_job_goes_out_twice() {
         ) == 2
     });
     drop(client);
-    admin.batch_execute("SET statement_timeout = '60s'").unwrap();
+    admin
+        .batch_execute("SET statement_timeout = '60s'")
+        .unwrap();
     admin.batch_execute("DROP DATABASE busy").unwrap();
     assert_eq!(
         one::<i64>(
