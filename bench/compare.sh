@@ -32,7 +32,7 @@
 # 50,000 for item 3 and 300,000 for 4; later rounds get twice what the
 # previous one took), BENCH_DOC (BENCHMARKS.md),
 # BENCH_DIR (/tmp/qbench/bench), BENCH_PORT (54400), PGMQ_INSTALL (binary),
-# BENCH_ITEMS (the items to measure, by default all: "1 1w 2 3 3a 4 4a 4b 5p 5 6"),
+# BENCH_ITEMS (the items to measure, by default all: "1 1w 2 3 3a 4 4a 4b 4c 5p 5 6"),
 # BENCH_WIDE_CLIENTS (32, for 1w).
 . "$(dirname "$0")/common.sh"
 
@@ -45,7 +45,7 @@ LOAD_RATE=${BENCH_LOAD_RATE:-1000}
 IDLE_RATE=${BENCH_IDLE_RATE:-50}
 FILL=${BENCH_FILL:-}
 DOC=${BENCH_DOC-BENCHMARKS.md}
-ITEMS=" ${BENCH_ITEMS:-1 1w 2 3 3a 4 4a 4b 5p 5 6} "
+ITEMS=" ${BENCH_ITEMS:-1 1w 2 3 3a 4 4a 4b 4c 5p 5 6} "
 WIDE_CLIENTS=${BENCH_WIDE_CLIENTS:-32}
 item() { [[ $ITEMS == *" $1 "* ]]; }
 PGMQ_INSTALL=${PGMQ_INSTALL:-target/debug/pgmq-install}
@@ -71,7 +71,7 @@ sql > /dev/null <<SQL
 CREATE EXTENSION queue;
 SELECT queue_create(q) FROM unnest(ARRAY['enq1', 'enq100', 'c1a', 'c100a', 'drain', 'lat']) q;
 -- keeping nothing, as pgmq's delete
-SELECT queue_create(q, retention => '0') FROM unnest(ARRAY['c1', 'c100', 'c100one']) q;
+SELECT queue_create(q, retention => '0') FROM unnest(ARRAY['c1', 'c100', 'c100one', 'c100each']) q;
 SELECT pgmq.create(q) FROM unnest(ARRAY['enq1', 'enq100', 'c1', 'c100', 'c1a', 'c100a', 'lat']) q;
 -- the ceiling: a minimal job table
 CREATE TABLE ceiling_ins (id bigserial PRIMARY KEY, payload jsonb NOT NULL);
@@ -150,6 +150,10 @@ SQL
 script q_c100one <<'SQL'
 SELECT count(*) FROM (SELECT array_agg(id) AS ids, array_agg(lease) AS leases FROM queue_claim('c100one', 'bench', 100)) c,
        LATERAL queue_complete_batch(coalesce(c.ids, '{}'), coalesce(c.leases, '{}'));
+SQL
+# the same claim, then one queue_complete call per job, in one statement
+script q_c100each <<'SQL'
+SELECT count(*) FROM queue_claim('c100each', 'bench', 100) c WHERE queue_complete(c.id, c.lease);
 SQL
 script q_lat <<'SQL'
 SELECT queue_enqueue('lat', jsonb_build_object('t', clock_timestamp()));
@@ -263,6 +267,7 @@ item 3a && throughput 3a 1 50000 queue:q_c1a:c1a pgmq:p_c1a:c1a
 item 4 && throughput 4 100 300000 queue:q_c100:c100 pgmq:p_c100:c100 ceiling:c_c100:x
 item 4a && throughput 4a 100 300000 queue:q_c100a:c100a pgmq:p_c100a:c100a
 item 4b && throughput 4b 100 300000 queue:q_c100one:c100one
+item 4c && throughput 4c 100 300000 queue:q_c100each:c100each
 # the drain (5) is one worker process: pgmq's consumer on one connection too
 item 5p && CLIENTS=1 THREADS=1 throughput 5p 100 300000 pgmq:p_c100:c100
 
@@ -395,6 +400,7 @@ table() {
     row "4 | claim 100 + complete the batch (2 statements); retention 0 (pgmq: delete)" "jobs/s" 4 4 pgmq 4
     row "4a | the same, the default retention (pgmq: archive)" "jobs/s" 4a 4a pgmq ""
     row "4b | claim 100 + complete in one statement, retention 0 (pgmq: as in 4)" "jobs/s" 4b 4 pgmq 4
+    row "4c | the same claim, then 100 queue_complete calls in that statement (per-call cost; pgmq: as in 4)" "jobs/s" 4c 4 pgmq 4
     row "5 | worker drain of $(fmt "$DRAIN_JOBS") jobs, no-op sender (pgmq: best consumer, $best_pgmq)" "jobs/s" 5 "$best_pgmq" pgmq 4
     row "5′ | the same drain (pgmq: one consumer connection, read(100) + delete)" "jobs/s" 5 5p pgmq 4
     row "6 | latency enqueue → sender, idle ($IDLE_RATE/s), median" "ms" 6idle-p50 6idle-p50 pgmq ""
