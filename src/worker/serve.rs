@@ -115,16 +115,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             }
         }
         pgrx::check_for_interrupts!();
-        // SAFETY: ConfigReloadPending is a sig_atomic_t that on_sighup sets;
-        // read and cleared on the main thread, and the configuration
-        // reloaded here in the main loop, outside any transaction and any
-        // signal handler, as PostgreSQL's own processes do.
-        unsafe {
-            if pg_sys::ConfigReloadPending != 0 {
-                pg_sys::ConfigReloadPending = 0;
-                pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
-            }
-        }
+        reload_if_asked();
         let now = crate::time::now_us();
         let woken = take_wake(slot, now);
         if stop_requested(slot) || !gucs::ENABLED.get() {
@@ -270,14 +261,7 @@ fn help(slot: usize, mut session: Session) -> ! {
     let mut delivery = Delivery::new(slot);
     loop {
         pgrx::check_for_interrupts!();
-        // SAFETY: as in queue_worker_main's loop: the flag on_sighup sets,
-        // read and cleared on the main thread, outside any transaction.
-        unsafe {
-            if pg_sys::ConfigReloadPending != 0 {
-                pg_sys::ConfigReloadPending = 0;
-                pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
-            }
-        }
+        reload_if_asked();
         let now = crate::time::now_us();
         let others_wait = SHARED.share().waiting_for_worker(now).next().is_some();
         if stop_requested(slot) || yield_asked(slot) || !gucs::ENABLED.get() || others_wait {
@@ -291,6 +275,21 @@ fn help(slot: usize, mut session: Session) -> ! {
         let round = delivery.round(&session, true, || stop_requested(slot));
         if !round.more {
             leave_helping(slot);
+        }
+    }
+}
+
+/// Reloads the configuration after a SIGHUP (on_sighup), from a worker's
+/// main loop.
+fn reload_if_asked() {
+    // SAFETY: ConfigReloadPending is a sig_atomic_t that on_sighup sets;
+    // read and cleared on the main thread, and the configuration reloaded
+    // from the worker's main loop, outside any transaction and any signal
+    // handler, as PostgreSQL's own processes do.
+    unsafe {
+        if pg_sys::ConfigReloadPending != 0 {
+            pg_sys::ConfigReloadPending = 0;
+            pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
         }
     }
 }

@@ -412,6 +412,34 @@ fn without_the_preload_the_pull_api_works_and_says_so() {
     assert_eq!(rows, 0);
 }
 
+/// A sender queue `drain` whose sender records each job's id and the
+/// backend that delivered it in `sent`.
+fn recorded_drain(client: &mut Client) {
+    client
+        .batch_execute(
+            "CREATE TABLE sent (id bigint, pid int);
+             CREATE FUNCTION record(job jsonb) RETURNS void LANGUAGE sql
+                 AS $$ INSERT INTO sent VALUES ((job->>'id')::bigint, pg_backend_pid()) $$;
+             SELECT queue_create('drain');
+             SELECT queue_register_sender('drain', 'record(jsonb)', batch_size => 100);",
+        )
+        .unwrap();
+}
+
+/// `jobs` (a multiple of 10,000) enqueued in `drain` while it is paused,
+/// then resumed: the worker finds a backlog of full batches.
+fn backlog(client: &mut Client, jobs: i32) {
+    client
+        .batch_execute(&format!(
+            "SELECT queue_pause('drain');
+             SELECT count(*) FROM generate_series(1, {}) g,
+                    LATERAL queue_enqueue_batch('drain', array_fill('{{}}'::jsonb, ARRAY[10000 + 0 * g]));
+             SELECT queue_resume('drain');",
+            jobs / 10_000
+        ))
+        .unwrap();
+}
+
 /// A database whose worker keeps finding full batches gets a helper
 /// (queue.max_workers_per_database, 2 by default): both deliver, no job
 /// twice; the helper leaves with the backlog, and DROP DATABASE stops both.
@@ -421,20 +449,9 @@ fn a_busy_database_gets_a_helper_and_no_job_goes_out_twice() {
     let mut admin = cluster.connect_to("postgres");
     admin.batch_execute("CREATE DATABASE busy").unwrap();
     let mut client = cluster.connect_to("busy");
-    client
-        .batch_execute(
-            "CREATE EXTENSION queue;
-             CREATE TABLE sent (id bigint, pid int);
-             CREATE FUNCTION record(job jsonb) RETURNS void LANGUAGE sql
-                 AS $$ INSERT INTO sent VALUES ((job->>'id')::bigint, pg_backend_pid()) $$;
-             SELECT queue_create('drain');
-             SELECT queue_pause('drain');
-             SELECT queue_register_sender('drain', 'record(jsonb)', batch_size => 100);
-             SELECT count(*) FROM generate_series(1, 6) g,
-                    LATERAL queue_enqueue_batch('drain', array_fill('{}'::jsonb, ARRAY[10000 + 0 * g]));
-             SELECT queue_resume('drain');",
-        )
-        .unwrap();
+    client.batch_execute("CREATE EXTENSION queue").unwrap();
+    recorded_drain(&mut client);
+    backlog(&mut client, 60_000);
     let mut most = 0;
     eventually("every job delivered", || {
         let running: i64 = one(
@@ -471,14 +488,7 @@ fn a_busy_database_gets_a_helper_and_no_job_goes_out_twice() {
         ) == 1
     });
     // again, and DROP DATABASE while both deliver
-    client
-        .batch_execute(
-            "SELECT queue_pause('drain');
-             SELECT count(*) FROM generate_series(1, 6) g,
-                    LATERAL queue_enqueue_batch('drain', array_fill('{}'::jsonb, ARRAY[10000 + 0 * g]));
-             SELECT queue_resume('drain');",
-        )
-        .unwrap();
+    backlog(&mut client, 60_000);
     eventually("two workers", || {
         one::<i64>(
             &mut client,
@@ -506,19 +516,8 @@ fn a_busy_database_gets_a_helper_and_no_job_goes_out_twice() {
 fn one_worker_per_database_when_the_setting_says_so() {
     let cluster = Cluster::start_with(&["queue.max_workers_per_database = 1"]);
     let mut client = cluster.connect();
-    client
-        .batch_execute(
-            "CREATE TABLE sent (id bigint, pid int);
-             CREATE FUNCTION record(job jsonb) RETURNS void LANGUAGE sql
-                 AS $$ INSERT INTO sent VALUES ((job->>'id')::bigint, pg_backend_pid()) $$;
-             SELECT queue_create('drain');
-             SELECT queue_pause('drain');
-             SELECT queue_register_sender('drain', 'record(jsonb)', batch_size => 100);
-             SELECT count(*) FROM generate_series(1, 3) g,
-                    LATERAL queue_enqueue_batch('drain', array_fill('{}'::jsonb, ARRAY[10000 + 0 * g]));
-             SELECT queue_resume('drain');",
-        )
-        .unwrap();
+    recorded_drain(&mut client);
+    backlog(&mut client, 30_000);
     eventually("every job delivered", || {
         one::<i64>(
             &mut client,
