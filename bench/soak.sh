@@ -16,6 +16,9 @@
 # bench/results/, plots them into bench/soak.png and, unless SOAK_DOC is
 # empty, writes the summary into BENCHMARKS.md (between its soak-run markers).
 #
+# `make soak` runs it twice: at 2,000 jobs/s (SOAK_RATE=2000, SOAK_TAG=soak-2000)
+# and at half of the peak (the default).
+#
 # Settings (environment): SOAK_SECS, SOAK_HOLD_SECS, SOAK_SAMPLE, SOAK_MERGE,
 # SOAK_RATE (jobs/s; default: half the peak measured first), SOAK_SIDES
 # ("queue pgmq"), SOAK_BACKLOG (jobs waiting at the start: 20 s of the rate),
@@ -216,6 +219,7 @@ soak() {  # SIDE
     DB=soak_$side sql -c "VACUUM ANALYZE" -c "CHECKPOINT"
     rm -f "$WORK"/lat.*
     start=$(date +%s.%N)
+    echo "$start" > "$WORK/$side-start"
     DB=soak_$side pgb -c 2 -j 1 -R "$RATE" -T "$SECS" -f "${side}_produce.sql" > "$WORK/producer.out" 2>&1 &
     producer=$!
     DB=soak_$side pgb -c 4 -j 2 -R $((RATE * 2)) -T "$SECS" -D phase=0 -l --log-prefix=lat \
@@ -293,6 +297,37 @@ summary() {
 echo
 summary | tee "$OUT/$TAG-summary.md"
 
+# issue 16's bar for a held snapshot, per side: the part with the snapshot
+# against the part without it. Throughput: medians of the samples; claim
+# time: the mean of every claim in the part (from the consumers' log); peak
+# size: the largest sample of the storage without the history kept on
+# purpose. Goal: throughput within 10 %, the other two within 2 x.
+goals() {
+    echo "| side | jobs/s: without → held (ratio) | claim mean ms: without → held (ratio) | peak storage without history: without → held (ratio) | goal met |"
+    echo "|---|---|---|---|---|"
+    local side start
+    for side in $(awk -F, 'NR > 1 && !seen[$1]++ { print $1 }' "$SERIES"); do
+        [ -f "$OUT/$TAG-$side-consumer.log" ] && [ -f "$WORK/$side-start" ] || continue
+        start=$(cat "$WORK/$side-start")
+        read -r m0 m1 <<< "$(awk -v from="$(awk -v s="$start" -v t=$((SECS - HOLD)) 'BEGIN { printf "%.6f", s + t }')" '
+            $2 % 2 == 0 { at = $5 + $6 / 1e6; ms = ($3 - $7) / 1000
+                          if (at < from) { s0 += ms; n0++ } else { s1 += ms; n1++ } }
+            END { printf "%.3f %.3f\n", (n0 ? s0 / n0 : 0), (n1 ? s1 / n1 : 0) }' "$OUT/$TAG-$side-consumer.log")"
+        awk -F, -v side="$side" -v m0="$m0" -v m1="$m1" '
+            function med(x, n,   i, k, t, s) { for (i = 1; i <= n; i++) s[i] = x[i]
+                for (i = 1; i <= n; i++) for (k = i + 1; k <= n; k++) if (s[k] + 0 < s[i] + 0) { t = s[i]; s[i] = s[k]; s[k] = t }
+                return s[int((n + 1) / 2)] }
+            $1 == side { h = $3; n[h]++; j[h, n[h]] = $4; w = $8 - $9; if (w > peak[h]) peak[h] = w }
+            END { for (h = 0; h <= 1; h++) { for (i = 1; i <= n[h]; i++) x[i] = j[h, i]; jm[h] = med(x, n[h]) }
+                  rj = (jm[0] ? jm[1] / jm[0] : 0); rm = (m0 ? m1 / m0 : 0); rp = (peak[0] ? peak[1] / peak[0] : 0)
+                  printf "| %s | %.0f → %.0f (%.2f) | %.2f → %.2f (%.2f) | %.2f → %.2f MB (%.2f) | %s |\n", side,
+                      jm[0], jm[1], rj, m0, m1, rm, peak[0] / 1048576, peak[1] / 1048576, rp,
+                      (rj >= 0.9 && rm <= 2 && rp <= 2 ? "yes" : "no") }' "$SERIES"
+    done
+}
+echo
+goals | tee "$OUT/$TAG-goals.md"
+
 # per relation: size and dead tuples at the end of each phase
 relations_table() {
     echo "Relations larger than 16 kB at some sample (the others stay at 8 or 16 kB):"
@@ -331,6 +366,10 @@ if [ -n "$DOC" ]; then
         fi
         echo
         summary
+        echo
+        echo "The held part against the part without the snapshot (goal: jobs/s within 10 %, claim mean and peak storage each within 2 x):"
+        echo
+        goals
         echo
         echo "Every table and index (kB; dead tuples at the end of the part without and with the snapshot):"
         echo
