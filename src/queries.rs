@@ -86,7 +86,7 @@ statements! {
     SENDER_QUEUES = "sender_queues.sql" ()
         -> (id, name, sender, role, batch_size, url, headers, timeout, secret, max_in_flight);
     SENDER_CHECK = "sender_check.sql" (queue_id: INT4OID)
-        -> (sender, webhook, function, role, role_name, role_exists, name, max_attempts);
+        -> (sender, webhook, function, role, role_name, name, max_attempts);
     LOGIN_SETTINGS = "login_settings.sql" (role: OIDOID, database: OIDOID) -> (setting);
     DELIVER_LOCK = "deliver_lock.sql" (ids: INT8ARRAYOID, leases: UUIDARRAYOID, queue: TEXTOID,
         max_attempts: INT4OID) -> (id, job);

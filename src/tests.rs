@@ -414,6 +414,68 @@ mod tests {
         assert_eq!(figures, (Some(1), Some(1), Some(1)));
     }
 
+    /// The worker's quick sender check (syscache look-ups) accepts exactly
+    /// what the full check (sender_function.sql) accepts, function by
+    /// function: a sender, and each kind of refusal.
+    #[pg_test]
+    fn the_quick_sender_check_agrees_with_the_full_one() {
+        Spi::run(
+            "CREATE ROLE t_sender_role;
+             CREATE FUNCTION t_ok(j jsonb) RETURNS void LANGUAGE sql AS '';
+             CREATE FUNCTION t_private(j jsonb) RETURNS void LANGUAGE sql AS '';
+             REVOKE EXECUTE ON FUNCTION t_private(jsonb) FROM PUBLIC;
+             CREATE FUNCTION t_text(j text) RETURNS void LANGUAGE sql AS '';
+             CREATE FUNCTION t_two(j jsonb, k jsonb) RETURNS void LANGUAGE sql AS '';
+             CREATE FUNCTION t_none() RETURNS void LANGUAGE sql AS '';
+             CREATE FUNCTION t_set(j jsonb) RETURNS SETOF int LANGUAGE sql AS 'SELECT 1';
+             CREATE FUNCTION t_out(j jsonb, OUT a int, OUT b int) LANGUAGE sql AS 'SELECT 1, 2';
+             CREATE PROCEDURE t_proc(j jsonb) LANGUAGE sql AS '';
+             CREATE AGGREGATE t_agg(jsonb) (SFUNC = jsonb_concat, STYPE = jsonb);",
+        )
+        .unwrap();
+        let role: pg_sys::Oid = one("SELECT 't_sender_role'::regrole::oid");
+        let superuser: pg_sys::Oid = one("SELECT 10::oid");
+        let cases = [
+            ("t_ok(jsonb)", true),
+            ("t_private(jsonb)", false),
+            ("t_text(text)", false),
+            ("t_two(jsonb,jsonb)", false),
+            ("t_none()", false),
+            ("t_set(jsonb)", false),
+            ("t_out(jsonb)", true),
+            ("t_proc(jsonb)", false),
+            ("t_agg(jsonb)", false),
+        ];
+        let oid_of = |signature: &str| -> pg_sys::Oid {
+            one(&format!("SELECT '{signature}'::regprocedure::oid"))
+        };
+        let functions: Vec<(&str, pg_sys::Oid, bool)> = cases
+            .iter()
+            .map(|&(signature, accepted)| (signature, oid_of(signature), accepted))
+            .collect();
+        let private = oid_of("t_private(jsonb)");
+        db::with_tables(|client| {
+            for &(signature, function, accepted) in &functions {
+                assert_eq!(crate::senders::callable(function, role), accepted, "{signature}");
+                assert_eq!(
+                    crate::senders::check(client, function, role).is_ok(),
+                    accepted,
+                    "{signature}"
+                );
+            }
+            // the superuser may execute anything
+            assert!(crate::senders::callable(private, superuser));
+            assert!(crate::senders::check(client, private, superuser).is_ok());
+        });
+        // a dropped function is refused by both
+        Spi::run("DROP FUNCTION t_ok(jsonb)").unwrap();
+        let gone = functions[0].1;
+        assert!(!crate::senders::callable(gone, role));
+        db::with_tables(|client| {
+            assert!(crate::senders::check(client, gone, role).is_err());
+        });
+    }
+
     fn plan_nodes<'a>(node: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {
         out.push(node);
         for child in node["Plans"].as_array().into_iter().flatten() {

@@ -42,3 +42,24 @@ pub fn my_proc_number() -> i32 {
         return pg_sys::MyProcNumber;
     }
 }
+
+/// Whether `role` may execute function `function` (15: pg_proc_aclcheck;
+/// 16 and later: object_aclcheck). The function exists.
+pub fn may_execute(function: pg_sys::Oid, role: pg_sys::Oid) -> bool {
+    // SAFETY: both look the function's ACL up in the syscache, in the
+    // caller's transaction, and only read; the caller has checked that the
+    // function exists (they raise an error otherwise).
+    let result = unsafe {
+        #[cfg(feature = "pg15")]
+        let result = pg_sys::pg_proc_aclcheck(function, role, pg_sys::ACL_EXECUTE as _);
+        #[cfg(feature = "pg18")]
+        let result = pg_sys::object_aclcheck(
+            pg_sys::ProcedureRelationId,
+            function,
+            role,
+            pg_sys::ACL_EXECUTE as _,
+        );
+        result
+    };
+    result == pg_sys::AclResult::ACLCHECK_OK
+}

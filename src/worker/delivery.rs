@@ -416,21 +416,42 @@ fn check_sender(
     }
     let role: Oid = row.value("role");
     let role_name: String = row.value("role_name");
+    let ready = |client: &mut pgrx::spi::SpiClient<'_>, function| {
+        Check::Ready(Sender {
+            function,
+            role,
+            settings: login_settings(client, role),
+        })
+    };
     let check = match row.get::<Oid>("function") {
         None => Check::Refused(Refusal::Missing.at_delivery(&registered, &role_name)),
-        Some(_) if !row.value::<bool>("role_exists") => Check::Refused(format!(
+        Some(_) if !role_exists(role) => Check::Refused(format!(
             "the role that registered sender {registered} (oid {role_name}) no longer exists"
         )),
+        // (the usual case, from the syscache; a refusal is worded by check())
+        Some(function) if senders::callable(function, role) => ready(client, function),
         Some(function) => match senders::check(client, function, role) {
-            Ok(_) => Check::Ready(Sender {
-                function,
-                role,
-                settings: login_settings(client, role),
-            }),
+            Ok(_) => ready(client, function),
             Err(refusal) => Check::Refused(refusal.at_delivery(&registered, &role_name)),
         },
     };
     (check, Some(queue))
+}
+
+/// Whether role `role` exists (the caller is in a transaction).
+fn role_exists(role: Oid) -> bool {
+    let zero = pg_sys::Datum::from(0usize);
+    // SAFETY: a syscache look-up in the caller's transaction, which only
+    // reads.
+    unsafe {
+        pg_sys::SearchSysCacheExists(
+            pg_sys::SysCacheIdentifier::AUTHOID as i32,
+            pg_sys::Datum::from(role),
+            zero,
+            zero,
+            zero,
+        )
+    }
 }
 
 /// The settings a new session of `role` in this database starts with.
