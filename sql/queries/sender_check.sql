@@ -4,8 +4,8 @@
 -- oid when it no longer exists: delivery.rs looks that up in the syscache),
 -- and the queue's name and max_attempts;
 -- `webhook`: the queue is delivered over HTTP instead (webhooks/).
--- No row: the queue is gone. (What the function is, sender_function.sql
--- checks, as at registration.)
+-- No row: the queue is gone. (What the function is, senders.rs checks,
+-- as at registration.)
 SELECT q.sender, w.queue_id IS NOT NULL AS webhook,
        CASE WHEN w.queue_id IS NULL THEN to_regprocedure(q.sender)::oid END AS function,
        q.sender_role::oid AS role, q.sender_role::text AS role_name,
