@@ -456,7 +456,11 @@ mod tests {
         let private = oid_of("t_private(jsonb)");
         db::with_tables(|client| {
             for &(signature, function, accepted) in &functions {
-                assert_eq!(crate::senders::callable(function, role), accepted, "{signature}");
+                assert_eq!(
+                    crate::senders::callable(function, role),
+                    accepted,
+                    "{signature}"
+                );
                 assert_eq!(
                     crate::senders::check(client, function, role).is_ok(),
                     accepted,
