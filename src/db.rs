@@ -545,3 +545,14 @@ pub fn acts_as(role: Oid, owner: Oid) -> bool {
 pub fn timestamp(us: i64) -> TimestampWithTimeZone {
     TimestampWithTimeZone::try_from(us).expect("a valid timestamp")
 }
+
+/// Whether syscache `cache` has an entry for `key` (the caller is in a
+/// transaction).
+pub fn in_syscache(cache: pg_sys::SysCacheIdentifier::Type, key: pg_sys::Oid) -> bool {
+    let zero = pg_sys::Datum::from(0usize);
+    // SAFETY: a syscache look-up by one oid key in the caller's
+    // transaction, which only reads; the other keys are unused (zero).
+    unsafe {
+        pg_sys::SearchSysCacheExists(cache as i32, pg_sys::Datum::from(key), zero, zero, zero)
+    }
+}

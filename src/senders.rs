@@ -31,17 +31,14 @@ pub enum Refusal {
 /// look-ups each; this costs microseconds. check() stays the one word on
 /// refusals and their wording.)
 pub fn callable(function: Oid, role: Oid) -> bool {
-    let key = pg_sys::Datum::from(function);
-    let zero = pg_sys::Datum::from(0usize);
-    // SAFETY: syscache and lsyscache look-ups in the caller's transaction,
-    // which only read; the later ones run once the function is known to
-    // exist (they raise an error otherwise); get_func_signature gives back
-    // an array of `nargs` oids, read only within that bound.
+    if !db::in_syscache(pg_sys::SysCacheIdentifier::PROCOID, function) {
+        return false;
+    }
+    // SAFETY: lsyscache look-ups in the caller's transaction, which only
+    // read, of a function known to exist (they raise an error otherwise);
+    // get_func_signature gives back an array of `nargs` oids, read only
+    // within that bound.
     unsafe {
-        let procoid = pg_sys::SysCacheIdentifier::PROCOID as i32;
-        if !pg_sys::SearchSysCacheExists(procoid, key, zero, zero, zero) {
-            return false;
-        }
         if pg_sys::get_func_prokind(function) as u8 != pg_sys::PROKIND_FUNCTION
             || pg_sys::get_func_retset(function)
         {

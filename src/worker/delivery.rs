@@ -425,9 +425,11 @@ fn check_sender(
     };
     let check = match row.get::<Oid>("function") {
         None => Check::Refused(Refusal::Missing.at_delivery(&registered, &role_name)),
-        Some(_) if !role_exists(role) => Check::Refused(format!(
-            "the role that registered sender {registered} (oid {role_name}) no longer exists"
-        )),
+        Some(_) if !db::in_syscache(pg_sys::SysCacheIdentifier::AUTHOID, role) => {
+            Check::Refused(format!(
+                "the role that registered sender {registered} (oid {role_name}) no longer exists"
+            ))
+        }
         // (the usual case, from the syscache; a refusal is worded by check())
         Some(function) if senders::callable(function, role) => ready(client, function),
         Some(function) => match senders::check(client, function, role) {
@@ -436,22 +438,6 @@ fn check_sender(
         },
     };
     (check, Some(queue))
-}
-
-/// Whether role `role` exists (the caller is in a transaction).
-fn role_exists(role: Oid) -> bool {
-    let zero = pg_sys::Datum::from(0usize);
-    // SAFETY: a syscache look-up in the caller's transaction, which only
-    // reads.
-    unsafe {
-        pg_sys::SearchSysCacheExists(
-            pg_sys::SysCacheIdentifier::AUTHOID as i32,
-            pg_sys::Datum::from(role),
-            zero,
-            zero,
-            zero,
-        )
-    }
 }
 
 /// The settings a new session of `role` in this database starts with.
