@@ -219,7 +219,7 @@ soak() {  # SIDE
     DB=soak_$side sql -c "VACUUM ANALYZE" -c "CHECKPOINT"
     rm -f "$WORK"/lat.*
     start=$(date +%s.%N)
-    echo "$start" > "$WORK/$side-start"
+    started[$side]=$start
     DB=soak_$side pgb -c 2 -j 1 -R "$RATE" -T "$SECS" -f "${side}_produce.sql" > "$WORK/producer.out" 2>&1 &
     producer=$!
     DB=soak_$side pgb -c 4 -j 2 -R $((RATE * 2)) -T "$SECS" -D phase=0 -l --log-prefix=lat \
@@ -256,6 +256,7 @@ soak() {  # SIDE
     rm -f "$WORK"/lat.*
 }
 
+declare -A started   # when each side's load began (goals() splits its claims there)
 for side in $SIDES; do soak "$side"; done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "the run of $(date -u '+%Y-%m-%d %H:%M UTC') (sides $SIDES; queue: $build)${merged_from:+; the other sides from $merged_from}" > "$OUT/$TAG-run.txt"
@@ -271,6 +272,11 @@ series_table() {
 }
 series_table | tee "$OUT/$TAG-series.md"
 
+# med(x, n): the median of x[1..n], for the awk programs below
+AWK_MEDIAN='function med(x, n,   i, k, t, s) { for (i = 1; i <= n; i++) s[i] = x[i]
+    for (i = 1; i <= n; i++) for (k = i + 1; k <= n; k++) if (s[k] + 0 < s[i] + 0) { t = s[i]; s[i] = s[k]; s[k] = t }
+    return s[int((n + 1) / 2)] }'
+
 # summary: each side's phases, medians of the samples; sizes and dead tuples
 # at the end of each phase
 summary() {
@@ -279,10 +285,7 @@ summary() {
     local side held
     for side in $(awk -F, 'NR > 1 && !seen[$1]++ { print $1 }' "$SERIES"); do
         for held in 0 1; do
-            awk -F, -v side="$side" -v held="$held" '
-                function med(x, n,   i, k, t, s) { for (i = 1; i <= n; i++) s[i] = x[i]
-                    for (i = 1; i <= n; i++) for (k = i + 1; k <= n; k++) if (s[k] + 0 < s[i] + 0) { t = s[i]; s[i] = s[k]; s[k] = t }
-                    return s[int((n + 1) / 2)] }
+            awk -F, -v side="$side" -v held="$held" "$AWK_MEDIAN"'
                 $1 == side && $3 == held { n++; j[n] = $4; a[n] = $5; b[n] = $6; last = $0
                     w = $8 - $9; if (w > mw) mw = w; if ($10 > mc) mc = $10; if ($11 > md) md = $11 }
                 END { if (!n) exit; split(last, f, ",")
@@ -305,18 +308,15 @@ summary | tee "$OUT/$TAG-summary.md"
 goals() {
     echo "| side | jobs/s: without → held (ratio) | claim mean ms: without → held (ratio) | peak storage without history: without → held (ratio) | goal met |"
     echo "|---|---|---|---|---|"
-    local side start
+    local side
     for side in $(awk -F, 'NR > 1 && !seen[$1]++ { print $1 }' "$SERIES"); do
-        [ -f "$OUT/$TAG-$side-consumer.log" ] && [ -f "$WORK/$side-start" ] || continue
-        start=$(cat "$WORK/$side-start")
-        read -r m0 m1 <<< "$(awk -v from="$(awk -v s="$start" -v t=$((SECS - HOLD)) 'BEGIN { printf "%.6f", s + t }')" '
-            $2 % 2 == 0 { at = $5 + $6 / 1e6; ms = ($3 - $7) / 1000
+        # (a side merged from an earlier run has no start here)
+        [ -n "${started[$side]:-}" ] || continue
+        read -r m0 m1 <<< "$(awk -v start="${started[$side]}" -v held_at=$((SECS - HOLD)) '
+            $2 % 2 == 0 { at = $5 + $6 / 1e6; ms = ($3 - $7) / 1000; from = start + held_at
                           if (at < from) { s0 += ms; n0++ } else { s1 += ms; n1++ } }
             END { printf "%.3f %.3f\n", (n0 ? s0 / n0 : 0), (n1 ? s1 / n1 : 0) }' "$OUT/$TAG-$side-consumer.log")"
-        awk -F, -v side="$side" -v m0="$m0" -v m1="$m1" '
-            function med(x, n,   i, k, t, s) { for (i = 1; i <= n; i++) s[i] = x[i]
-                for (i = 1; i <= n; i++) for (k = i + 1; k <= n; k++) if (s[k] + 0 < s[i] + 0) { t = s[i]; s[i] = s[k]; s[k] = t }
-                return s[int((n + 1) / 2)] }
+        awk -F, -v side="$side" -v m0="$m0" -v m1="$m1" "$AWK_MEDIAN"'
             $1 == side { h = $3; n[h]++; j[h, n[h]] = $4; w = $8 - $9; if (w > peak[h]) peak[h] = w }
             END { for (h = 0; h <= 1; h++) { for (i = 1; i <= n[h]; i++) x[i] = j[h, i]; jm[h] = med(x, n[h]) }
                   rj = (jm[0] ? jm[1] / jm[0] : 0); rm = (m0 ? m1 / m0 : 0); rp = (peak[0] ? peak[1] / peak[0] : 0)
