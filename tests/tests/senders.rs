@@ -609,12 +609,16 @@ fn a_cancel_during_delivery_waits_and_never_leaves_an_effect() {
     client
         .batch_execute("SELECT queue_pause('cancel')")
         .unwrap();
-    let slow: i64 = one(
-        &mut client,
-        "SELECT queue_enqueue('cancel', '{\"slow\": 1}')",
-        &[],
-    );
-    let next: i64 = one(&mut client, "SELECT queue_enqueue('cancel', '{}')", &[]);
+    // (both in one transaction: a round of the worker that started before
+    // the pause committed can still claim what it then sees, and must see
+    // both or neither)
+    let row = client
+        .query_one(
+            "SELECT queue_enqueue('cancel', '{\"slow\": 1}'), queue_enqueue('cancel', '{}')",
+            &[],
+        )
+        .unwrap();
+    let (slow, next): (i64, i64) = (row.get(0), row.get(1));
     client
         .batch_execute("SELECT queue_resume('cancel')")
         .unwrap();
