@@ -57,7 +57,8 @@ fi
 
 # The clients that tests/tests/readme.rs runs the README's consumer loops
 # with: psycopg 3 for the python3 on PATH (from PyPI; Debian's package where
-# pip cannot install), and node-postgres, pinned by tests/readme's lock file.
+# pip cannot install), and node-postgres and the Standard Webhooks library
+# (for the README's Node signature check), pinned by tests/readme's lock file.
 if ! python3 -c 'import psycopg' 2>/dev/null; then
     stdlib=$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')
     if python3 -m pip --version >/dev/null 2>&1 && [ ! -e "$stdlib/EXTERNALLY-MANAGED" ]; then
@@ -80,7 +81,8 @@ if ! command -v npm >/dev/null; then
     sudo_if_needed apt-get update -q
     sudo_if_needed apt-get install -y -q --no-install-recommends nodejs npm
 fi
-if [ ! -e tests/readme/node_modules/pg/package.json ]; then
-    echo "installing node-postgres into tests/readme"
+if [ ! -e tests/readme/node_modules/pg/package.json ] ||
+   [ ! -e tests/readme/node_modules/standardwebhooks/package.json ]; then
+    echo "installing node-postgres and standardwebhooks into tests/readme"
     npm ci --prefix tests/readme --no-audit --no-fund
 fi

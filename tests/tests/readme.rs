@@ -97,12 +97,18 @@ fn text(out: &Output) -> String {
 
 /// Runs an SQL snippet with psql as `user`, stopping at the first error.
 fn psql(cluster: &Cluster, user: &str, sql: &str) -> Output {
+    psql_in(cluster, user, DB, sql)
+}
+
+/// `psql` in `database`.
+fn psql_in(cluster: &Cluster, user: &str, database: &str, sql: &str) -> Output {
     let file = write(cluster, "snippet.sql", sql);
     let mut command = Command::new(cluster.bin("psql"));
     command
         .args(["-X", "-v", "ON_ERROR_STOP=1", "-f"])
         .arg(file);
     libpq_env(&mut command, cluster, user);
+    command.env("PGDATABASE", database);
     command.output().expect("psql runs")
 }
 
@@ -667,4 +673,151 @@ fn sender_examples_deliver_as_they_say() {
     });
     let welcomes: i64 = one(&mut admin, "SELECT count(*) FROM mail.welcomes", &[]);
     assert_eq!(welcomes, 1);
+}
+
+/// What a receiver got: the raw body and the headers, names in lower case
+/// (as Node's http module and most frameworks hand them over).
+struct Received {
+    body: Vec<u8>,
+    headers: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A local endpoint that answers its first request with 200 and hands it
+/// over; its URL.
+fn receive_one() -> (String, std::sync::mpsc::Receiver<Received>) {
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://127.0.0.1:{}",
+        server.server_addr().to_ip().unwrap().port()
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut request = server.recv().unwrap();
+        let mut body = Vec::new();
+        request.as_reader().read_to_end(&mut body).unwrap();
+        let headers = request
+            .headers()
+            .iter()
+            .map(|h| {
+                (
+                    h.field.as_str().as_str().to_ascii_lowercase(),
+                    serde_json::Value::String(h.value.as_str().to_string()),
+                )
+            })
+            .collect();
+        request.respond(tiny_http::Response::empty(200)).unwrap();
+        tx.send(Received { body, headers }).unwrap();
+    });
+    (url, rx)
+}
+
+/// The webhook section as pasted: the registration (in a database named
+/// mydb, as it says), then its Python and Node receivers verifying a
+/// request the worker really sent with the snippet's secret, and refusing
+/// it once a byte of the body changed.
+#[test]
+fn webhook_examples_register_and_verify_as_pasted() {
+    let (endpoint, requests) = receive_one();
+    let cluster = Cluster::start_with(&[&format!("queue.webhook_allow = '{endpoint}'")]);
+    let mut admin = cluster.connect();
+    admin.batch_execute("CREATE DATABASE mydb").unwrap();
+    cluster
+        .connect_to("mydb")
+        .batch_execute("CREATE EXTENSION queue")
+        .unwrap();
+    let out = psql_in(&cluster, "postgres", "mydb", &snippet("webhook-setup"));
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("orders | POST https://hooks.example.com/in/orders"),
+        "{}",
+        text(&out)
+    );
+
+    // a request signed with the snippet's secret, sent to the local endpoint
+    let setup = snippet("webhook-setup");
+    let secret = setup
+        .split('\'')
+        .find(|part| part.starts_with("whsec_"))
+        .expect("the snippet names its secret");
+    admin
+        .batch_execute(&format!(
+            "SELECT queue_create('orders');
+             SELECT queue_register_webhook('orders', '{endpoint}/in/orders', secret => '{secret}');"
+        ))
+        .unwrap();
+    let id: i64 = one(
+        &mut admin,
+        "SELECT queue_enqueue('orders', '{\"order\": 7}')",
+        &[],
+    );
+    let request = requests
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the worker sends the request");
+    let headers = write(
+        &cluster,
+        "headers.json",
+        &serde_json::Value::Object(request.headers).to_string(),
+    );
+    let body = cluster.socket_dir().join("body.json");
+    std::fs::write(&body, &request.body).unwrap();
+    let mut tampered = request.body.clone();
+    let last = tampered.len() - 2;
+    tampered[last] ^= 1;
+    let tampered_body = cluster.socket_dir().join("tampered.json");
+    std::fs::write(&tampered_body, &tampered).unwrap();
+
+    // Python: the snippet's receive(), called with the raw body and headers
+    let python = write(
+        &cluster,
+        "receive.py",
+        &format!(
+            "{}\nimport json, sys\nprint(json.dumps(receive(open(sys.argv[1], 'rb').read(), json.load(open(sys.argv[2])))))\n",
+            snippet("webhook-verify-python")
+        ),
+    );
+    // Node: the snippet, with `body` and `headers` defined before it (its
+    // import is hoisted), printing the job it verified; beside a link to
+    // tests/readme's node_modules, where ESM looks for standardwebhooks
+    let modules = root().join("tests/readme/node_modules");
+    assert!(
+        modules.join("standardwebhooks").exists(),
+        "{} has no standardwebhooks: run scripts/setup.sh (npm ci --prefix tests/readme)",
+        modules.display()
+    );
+    std::os::unix::fs::symlink(&modules, cluster.socket_dir().join("node_modules")).unwrap();
+    let node = write(
+        &cluster,
+        "receive.mjs",
+        &format!(
+            "import {{ readFileSync }} from \"node:fs\";\n\
+             const body = readFileSync(process.argv[2], \"utf8\");\n\
+             const headers = JSON.parse(readFileSync(process.argv[3], \"utf8\"));\n\
+             {}console.log(JSON.stringify(job));\n",
+            snippet("webhook-verify-node")
+        ),
+    );
+    for (program, file) in [("python3", &python), ("node", &node)] {
+        let run = |body: &Path| {
+            Command::new(program)
+                .arg(file)
+                .arg(body)
+                .arg(&headers)
+                .output()
+                .unwrap_or_else(|e| panic!("{program} runs: {e}"))
+        };
+        let out = run(&body);
+        assert!(out.status.success(), "{program}:\n{}", text(&out));
+        let job: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{program} prints the job ({e}):\n{}", text(&out)));
+        assert_eq!(job["id"], id, "{program}");
+        assert_eq!(job["queue"], "orders", "{program}");
+        assert_eq!(job["payload"]["order"], 7, "{program}");
+        let out = run(&tampered_body);
+        assert!(
+            !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("erification"),
+            "{program} refuses a changed body:\n{}",
+            text(&out)
+        );
+    }
 }
