@@ -81,8 +81,7 @@ statements! {
         max_in_flight: INT4OID, url: TEXTOID, headers: JSONBOID, timeout: INTERVALOID,
         secret: TEXTOID) -> ();
     WEBHOOK_ALLOW = "webhook_allow.sql" (database: OIDOID) -> (allow);
-    SENDER_FUNCTION = "sender_function.sql" (function: OIDOID, role: OIDOID)
-        -> (kind, returns_set, arguments, signature, executable);
+    SENDER_SIGNATURE = "sender_signature.sql" (function: OIDOID) -> (signature);
     SENDER_QUEUES = "sender_queues.sql" ()
         -> (id, name, sender, role, batch_size, url, headers, timeout, secret, max_in_flight);
     SENDER_CHECK = "sender_check.sql" (queue_id: INT4OID)

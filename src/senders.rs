@@ -2,6 +2,10 @@
 //! (a refusal is an error) and again before every transaction of calls (a
 //! refusal is each job's last_error), since the function may have been
 //! dropped and made again, or the role may have lost EXECUTE, meanwhile.
+//! The check reads the syscache alone: a fresh worker's first statements
+//! cost it milliseconds of catalog look-ups each, this costs microseconds.
+//! Only the wording of a refusal, and a registration, read the signature
+//! with a statement.
 
 use pgrx::pg_sys::{self, Oid};
 use pgrx::spi::SpiClient;
@@ -10,114 +14,109 @@ use crate::db::{self, args};
 use crate::errors::QueueError;
 use crate::queries;
 
-/// Why function `function` cannot be a sender for a role.
+/// Why a function cannot be a sender for a role.
+#[derive(Debug, PartialEq, Eq)]
 pub enum Refusal {
     /// No function has that oid.
     Missing,
-    /// A procedure, aggregate, window or set-returning function.
-    Kind {
-        signature: String,
-        kind: &'static str,
-    },
+    /// A procedure, aggregate, window or set-returning function (as the
+    /// words say).
+    Kind(&'static str),
     /// Not exactly one argument of type jsonb.
-    Arguments { signature: String },
+    Arguments,
     /// The role may not execute it.
-    NotExecutable { signature: String },
+    NotExecutable,
 }
 
-/// Whether `check` would accept function `function` for `role`, from the
-/// syscache alone: what the worker asks before every transaction of calls.
-/// (A fresh worker's first statements cost it milliseconds of catalog
-/// look-ups each; this costs microseconds. check() stays the one word on
-/// refusals and their wording.)
-pub fn callable(function: Oid, role: Oid) -> bool {
+/// A sender is a plain function of one jsonb argument that `role` may
+/// execute.
+pub fn check(function: Oid, role: Oid) -> Result<(), Refusal> {
     if !db::in_syscache(pg_sys::SysCacheIdentifier::PROCOID, function) {
-        return false;
+        return Err(Refusal::Missing);
     }
     // SAFETY: lsyscache look-ups in the caller's transaction, which only
     // read, of a function known to exist (they raise an error otherwise);
     // get_func_signature gives back an array of `nargs` oids, read only
     // within that bound.
     unsafe {
-        if pg_sys::get_func_prokind(function) as u8 != pg_sys::PROKIND_FUNCTION
-            || pg_sys::get_func_retset(function)
-        {
-            return false;
+        let kind = match pg_sys::get_func_prokind(function) as u8 {
+            pg_sys::PROKIND_PROCEDURE => Some("a procedure"),
+            pg_sys::PROKIND_AGGREGATE => Some("an aggregate"),
+            pg_sys::PROKIND_WINDOW => Some("a window function"),
+            _ if pg_sys::get_func_retset(function) => Some("a set-returning function"),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            return Err(Refusal::Kind(kind));
         }
         let mut arguments: *mut Oid = std::ptr::null_mut();
         let mut nargs = 0;
         pg_sys::get_func_signature(function, &mut arguments, &mut nargs);
         if nargs != 1 || *arguments != pg_sys::JSONBOID {
-            return false;
+            return Err(Refusal::Arguments);
         }
     }
-    crate::versions::may_execute(function, role)
+    if !crate::versions::may_execute(function, role) {
+        return Err(Refusal::NotExecutable);
+    }
+    Ok(())
 }
 
-/// A sender is a plain function of one jsonb argument that `role` may
-/// execute. Returns its schema-qualified signature.
-pub fn check(client: &mut SpiClient<'_>, function: Oid, role: Oid) -> Result<String, Refusal> {
-    let found = db::run(
+/// The schema-qualified signature of `function`, as registration stores it.
+pub fn signature(client: &mut SpiClient<'_>, function: Oid) -> String {
+    db::run(
         client,
-        &queries::SENDER_FUNCTION,
-        args![function = function, role = role],
+        &queries::SENDER_SIGNATURE,
+        args![function = function],
     )
-    .first();
-    let Some(row) = found else {
-        return Err(Refusal::Missing);
-    };
-    let signature: String = row.value("signature");
-    let kind = match row.value::<String>("kind").as_str() {
-        "p" => Some("a procedure"),
-        "a" => Some("an aggregate"),
-        "w" => Some("a window function"),
-        _ if row.value::<bool>("returns_set") => Some("a set-returning function"),
-        _ => None,
-    };
-    if let Some(kind) = kind {
-        return Err(Refusal::Kind { signature, kind });
-    }
-    if row.value::<Vec<Oid>>("arguments") != [pg_sys::JSONBOID] {
-        return Err(Refusal::Arguments { signature });
-    }
-    if !row.value::<bool>("executable") {
-        return Err(Refusal::NotExecutable { signature });
-    }
-    Ok(signature)
+    .first()
+    .expect("one row")
+    .value("signature")
 }
 
 impl Refusal {
-    /// The error registration raises.
-    pub fn at_registration(self, function: Oid) -> QueueError {
+    /// The error registration raises; `signature` names the function.
+    pub fn at_registration(self, function: Oid, signature: impl FnOnce() -> String) -> QueueError {
         match self {
             Refusal::Missing => QueueError::UndefinedSender {
                 oid: function.to_u32(),
             },
-            Refusal::Kind { signature, kind } => QueueError::SenderKind {
-                sender: signature,
+            Refusal::Kind(kind) => QueueError::SenderKind {
+                sender: signature(),
                 kind,
             },
-            Refusal::Arguments { signature } => QueueError::SenderArguments { sender: signature },
-            Refusal::NotExecutable { signature } => {
-                QueueError::SenderNotExecutable { sender: signature }
-            }
+            Refusal::Arguments => QueueError::SenderArguments {
+                sender: signature(),
+            },
+            Refusal::NotExecutable => QueueError::SenderNotExecutable {
+                sender: signature(),
+            },
         }
     }
 
     /// The last_error of the jobs that a sender registered as `registered`
-    /// by role `role_name` could not be called for.
-    pub fn at_delivery(self, registered: &str, role_name: &str) -> String {
+    /// by role `role_name` could not be called for; `signature` names the
+    /// function it resolves to now.
+    pub fn at_delivery(
+        self,
+        registered: &str,
+        role_name: &str,
+        signature: impl FnOnce() -> String,
+    ) -> String {
         match self {
             Refusal::Missing => format!("sender {registered} does not exist"),
-            Refusal::Kind { signature, kind } => {
-                format!("sender {signature} is now {kind}; a sender must be a plain function")
-            }
-            Refusal::Arguments { signature } => {
-                format!("sender {signature} must take exactly one argument, of type jsonb")
-            }
-            Refusal::NotExecutable { signature } => {
-                format!("role {role_name} no longer has EXECUTE on sender {signature}")
-            }
+            Refusal::Kind(kind) => format!(
+                "sender {} is now {kind}; a sender must be a plain function",
+                signature()
+            ),
+            Refusal::Arguments => format!(
+                "sender {} must take exactly one argument, of type jsonb",
+                signature()
+            ),
+            Refusal::NotExecutable => format!(
+                "role {role_name} no longer has EXECUTE on sender {}",
+                signature()
+            ),
         }
     }
 }

@@ -414,14 +414,16 @@ mod tests {
         assert_eq!(figures, (Some(1), Some(1), Some(1)));
     }
 
-    /// The worker's quick sender check (syscache look-ups) accepts exactly
-    /// what the full check (sender_function.sql) accepts, function by
-    /// function: a sender, and each kind of refusal.
+    /// The sender check (syscache look-ups) refuses each thing a sender
+    /// cannot be, with the refusal that words it, and the signature a
+    /// registration stores is schema-qualified.
     #[pg_test]
-    fn the_quick_sender_check_agrees_with_the_full_one() {
+    fn the_sender_check_refuses_what_a_sender_cannot_be() {
+        use crate::senders::{check, signature, Refusal};
         Spi::run(
             "CREATE ROLE t_sender_role;
-             CREATE FUNCTION t_ok(j jsonb) RETURNS void LANGUAGE sql AS '';
+             CREATE SCHEMA \"t Schema\";
+             CREATE FUNCTION \"t Schema\".t_ok(j jsonb) RETURNS void LANGUAGE sql AS '';
              CREATE FUNCTION t_private(j jsonb) RETURNS void LANGUAGE sql AS '';
              REVOKE EXECUTE ON FUNCTION t_private(jsonb) FROM PUBLIC;
              CREATE FUNCTION t_text(j text) RETURNS void LANGUAGE sql AS '';
@@ -435,48 +437,36 @@ mod tests {
         .unwrap();
         let role: pg_sys::Oid = one("SELECT 't_sender_role'::regrole::oid");
         let superuser: pg_sys::Oid = one("SELECT 10::oid");
-        let cases = [
-            ("t_ok(jsonb)", true),
-            ("t_private(jsonb)", false),
-            ("t_text(text)", false),
-            ("t_two(jsonb,jsonb)", false),
-            ("t_none()", false),
-            ("t_set(jsonb)", false),
-            ("t_out(jsonb)", true),
-            ("t_proc(jsonb)", false),
-            ("t_agg(jsonb)", false),
-        ];
         let oid_of = |signature: &str| -> pg_sys::Oid {
             one(&format!("SELECT '{signature}'::regprocedure::oid"))
         };
-        let functions: Vec<(&str, pg_sys::Oid, bool)> = cases
-            .iter()
-            .map(|&(signature, accepted)| (signature, oid_of(signature), accepted))
-            .collect();
-        let (ok, private) = (oid_of("t_ok(jsonb)"), oid_of("t_private(jsonb)"));
-        db::with_tables(|client| {
-            for &(signature, function, accepted) in &functions {
-                assert_eq!(
-                    crate::senders::callable(function, role),
-                    accepted,
-                    "{signature}"
-                );
-                assert_eq!(
-                    crate::senders::check(client, function, role).is_ok(),
-                    accepted,
-                    "{signature}"
-                );
-            }
-            // the superuser may execute anything
-            assert!(crate::senders::callable(private, superuser));
-            assert!(crate::senders::check(client, private, superuser).is_ok());
-        });
-        // a dropped function is refused by both
-        Spi::run("DROP FUNCTION t_ok(jsonb)").unwrap();
-        assert!(!crate::senders::callable(ok, role));
-        db::with_tables(|client| {
-            assert!(crate::senders::check(client, ok, role).is_err());
-        });
+        let cases = [
+            ("\"t Schema\".t_ok(jsonb)", Ok(())),
+            ("t_private(jsonb)", Err(Refusal::NotExecutable)),
+            ("t_text(text)", Err(Refusal::Arguments)),
+            ("t_two(jsonb,jsonb)", Err(Refusal::Arguments)),
+            ("t_none()", Err(Refusal::Arguments)),
+            (
+                "t_set(jsonb)",
+                Err(Refusal::Kind("a set-returning function")),
+            ),
+            ("t_out(jsonb)", Ok(())),
+            ("t_proc(jsonb)", Err(Refusal::Kind("a procedure"))),
+            ("t_agg(jsonb)", Err(Refusal::Kind("an aggregate"))),
+        ];
+        for (function, expected) in cases {
+            assert_eq!(check(oid_of(function), role), expected, "{function}");
+        }
+        // the superuser may execute anything
+        assert_eq!(check(oid_of("t_private(jsonb)"), superuser), Ok(()));
+        let ok = oid_of("\"t Schema\".t_ok(jsonb)");
+        let stored = db::with_tables(|client| signature(client, ok));
+        assert_eq!(stored, "\"t Schema\".t_ok(jsonb)");
+        Spi::run("DROP FUNCTION \"t Schema\".t_ok(jsonb)").unwrap();
+        assert_eq!(check(ok, role), Err(Refusal::Missing));
+        // (a function dropped under a refusal's wording: its oid)
+        let gone = db::with_tables(|client| signature(client, ok));
+        assert_eq!(gone, ok.to_u32().to_string());
     }
 
     fn plan_nodes<'a>(node: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {

@@ -24,8 +24,12 @@ fn queue_register_sender(
     rules::check_name(name).or_raise();
     let caller = db::calling_role();
     super::queues::with_owned_queue(name, "register a sender for", |client, queue| {
-        let signature = senders::check(client, sender, caller)
-            .unwrap_or_else(|refusal| refusal.at_registration(sender).raise());
+        if let Err(refusal) = senders::check(sender, caller) {
+            refusal
+                .at_registration(sender, || senders::signature(client, sender))
+                .raise();
+        }
+        let signature = senders::signature(client, sender);
         db::run(
             client,
             &queries::SET_SENDER,

@@ -424,17 +424,18 @@ fn check_sender(
         })
     };
     let check = match row.get::<Oid>("function") {
-        None => Check::Refused(Refusal::Missing.at_delivery(&registered, &role_name)),
+        // (named by its registered signature)
+        None => Check::Refused(Refusal::Missing.at_delivery(&registered, &role_name, String::new)),
         Some(_) if !db::in_syscache(pg_sys::SysCacheIdentifier::AUTHOID, role) => {
             Check::Refused(format!(
                 "the role that registered sender {registered} (oid {role_name}) no longer exists"
             ))
         }
-        // (the usual case, from the syscache; a refusal is worded by check())
-        Some(function) if senders::callable(function, role) => ready(client, function),
-        Some(function) => match senders::check(client, function, role) {
-            Ok(_) => ready(client, function),
-            Err(refusal) => Check::Refused(refusal.at_delivery(&registered, &role_name)),
+        Some(function) => match senders::check(function, role) {
+            Ok(()) => ready(client, function),
+            Err(refusal) => Check::Refused(refusal.at_delivery(&registered, &role_name, || {
+                senders::signature(client, function)
+            })),
         },
     };
     (check, Some(queue))
