@@ -7,7 +7,8 @@
 # PostgreSQL's and the extension's defaults. Writes the table into
 # BENCHMARKS.md between its webhooks-run markers unless BENCH_DOC is empty.
 # Settings: BENCH_ROUNDS (5), BENCH_WEBHOOK_JOBS (20000), BENCH_SECS (5),
-# BENCH_IN_FLIGHT (64), BENCH_LATENCY_JOBS (50), BENCH_DIR, BENCH_PORT.
+# BENCH_IN_FLIGHT (64), BENCH_WIDE_IN_FLIGHT (256, a second webhook queue),
+# BENCH_LATENCY_JOBS (50), BENCH_DIR, BENCH_PORT.
 . "$(dirname "$0")/common.sh"
 
 DOC=${BENCH_DOC-BENCHMARKS.md}

@@ -182,6 +182,9 @@ fn main() {
     let jobs = env("BENCH_WEBHOOK_JOBS", 20_000);
     let secs = env("BENCH_SECS", 5);
     let open = env("BENCH_IN_FLIGHT", 64);
+    // a second webhook queue with four times the requests open: how far
+    // max_in_flight takes one worker
+    let wide = env("BENCH_WIDE_IN_FLIGHT", 256);
     let connect = |db: &str| {
         Client::connect(
             &format!("host={dir} port={port} user=postgres dbname={db}"),
@@ -202,6 +205,8 @@ fn main() {
             "SET queue.webhook_allow = '{base}';
              SELECT queue_create('hooks');
              SELECT queue_register_webhook('hooks', '{base}/hooks', max_in_flight => {open});
+             SELECT queue_create('hooks_wide');
+             SELECT queue_register_webhook('hooks_wide', '{base}/hooks', max_in_flight => {wide});
              CREATE FUNCTION nothing(job jsonb) RETURNS void LANGUAGE sql AS 'SELECT';
              SELECT queue_create('sql');
              SELECT queue_register_sender('sql', 'nothing(jsonb)', batch_size => 100);"
@@ -209,15 +214,18 @@ fn main() {
         .unwrap();
     std::thread::sleep(Duration::from_secs(2));
 
-    let (mut ceilings, mut hooks, mut sql) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ceilings, mut hooks, mut wides, mut sql) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 1..=rounds {
         ceilings.push(ceiling(&format!("{base}/ceiling"), open as usize, secs));
         hooks.push(drained(&mut client, "hooks", jobs));
+        wides.push(drained(&mut client, "hooks_wide", jobs));
         sql.push(drained(&mut client, "sql", jobs));
         eprintln!(
-            "round {round}: ceiling {:.0}/s, webhooks {:.0}/s, SQL sender {:.0}/s",
+            "round {round}: ceiling {:.0}/s, webhooks {:.0}/s, at {wide} open {:.0}/s, SQL sender {:.0}/s",
             ceilings.last().unwrap(),
             hooks.last().unwrap(),
+            wides.last().unwrap(),
             sql.last().unwrap()
         );
     }
@@ -251,7 +259,8 @@ fn main() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let (ceiling, hooks, sql) = (median(ceilings), median(hooks), median(sql));
+    let (ceiling, hooks, wide_hooks, sql) =
+        (median(ceilings), median(hooks), median(wides), median(sql));
     println!("| line | per second | / receiver ceiling | / SQL-sender drain |");
     println!("|---|---|---|---|");
     println!(
@@ -262,6 +271,11 @@ fn main() {
         "| webhook queue drains {jobs} jobs (max_in_flight {open}) | {hooks:.0} | {:.2} | {:.2} |",
         hooks / ceiling,
         hooks / sql
+    );
+    println!(
+        "| the same, max_in_flight {wide} | {wide_hooks:.0} | {:.2} | {:.2} |",
+        wide_hooks / ceiling,
+        wide_hooks / sql
     );
     println!(
         "| SQL sender (no-op) drains {jobs} jobs (batch_size 100) | {sql:.0} | {:.2} | 1.00 |",
