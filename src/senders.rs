@@ -62,61 +62,60 @@ pub fn check(function: Oid, role: Oid) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// The schema-qualified signature of `function`, as registration stores it.
-pub fn signature(client: &mut SpiClient<'_>, function: Oid) -> String {
+/// The schema-qualified signature of `function`, as registration stores it;
+/// None once a concurrent DROP took it (after `check` found it).
+pub fn signature(client: &mut SpiClient<'_>, function: Oid) -> Option<String> {
     db::run(
         client,
         &queries::SENDER_SIGNATURE,
         args![function = function],
     )
     .first()
-    .expect("one row")
-    .value("signature")
+    .map(|row| row.value("signature"))
+}
+
+/// A function as a refusal names it: its signature, or its oid once gone.
+fn named(function: Oid, signature: Option<String>) -> String {
+    signature.unwrap_or_else(|| function.to_u32().to_string())
 }
 
 impl Refusal {
-    /// The error registration raises; `signature` names the function.
-    pub fn at_registration(self, function: Oid, signature: impl FnOnce() -> String) -> QueueError {
+    /// The error registration raises for `function`, whose `signature`
+    /// (from `signature`) names it.
+    pub fn at_registration(self, function: Oid, signature: Option<String>) -> QueueError {
+        let sender = named(function, signature);
         match self {
             Refusal::Missing => QueueError::UndefinedSender {
                 oid: function.to_u32(),
             },
-            Refusal::Kind(kind) => QueueError::SenderKind {
-                sender: signature(),
-                kind,
-            },
-            Refusal::Arguments => QueueError::SenderArguments {
-                sender: signature(),
-            },
-            Refusal::NotExecutable => QueueError::SenderNotExecutable {
-                sender: signature(),
-            },
+            Refusal::Kind(kind) => QueueError::SenderKind { sender, kind },
+            Refusal::Arguments => QueueError::SenderArguments { sender },
+            Refusal::NotExecutable => QueueError::SenderNotExecutable { sender },
         }
     }
 
     /// The last_error of the jobs that a sender registered as `registered`
-    /// by role `role_name` could not be called for; `signature` names the
-    /// function it resolves to now.
+    /// by role `role_name` could not be called for: `function` now, whose
+    /// `signature` (from `signature`) names it.
     pub fn at_delivery(
         self,
         registered: &str,
         role_name: &str,
-        signature: impl FnOnce() -> String,
+        function: Oid,
+        signature: Option<String>,
     ) -> String {
+        let sender = named(function, signature);
         match self {
             Refusal::Missing => format!("sender {registered} does not exist"),
-            Refusal::Kind(kind) => format!(
-                "sender {} is now {kind}; a sender must be a plain function",
-                signature()
-            ),
-            Refusal::Arguments => format!(
-                "sender {} must take exactly one argument, of type jsonb",
-                signature()
-            ),
-            Refusal::NotExecutable => format!(
-                "role {role_name} no longer has EXECUTE on sender {}",
-                signature()
-            ),
+            Refusal::Kind(kind) => {
+                format!("sender {sender} is now {kind}; a sender must be a plain function")
+            }
+            Refusal::Arguments => {
+                format!("sender {sender} must take exactly one argument, of type jsonb")
+            }
+            Refusal::NotExecutable => {
+                format!("role {role_name} no longer has EXECUTE on sender {sender}")
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::errors::{self, required, OrRaise};
 use crate::queries;
 use crate::regprocedure::Regprocedure;
 use crate::rules;
-use crate::senders;
+use crate::senders::{self, Refusal};
 use crate::worker::{shared, wake};
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -24,12 +24,14 @@ fn queue_register_sender(
     rules::check_name(name).or_raise();
     let caller = db::calling_role();
     super::queues::with_owned_queue(name, "register a sender for", |client, queue| {
-        if let Err(refusal) = senders::check(sender, caller) {
-            refusal
-                .at_registration(sender, || senders::signature(client, sender))
-                .raise();
-        }
-        let signature = senders::signature(client, sender);
+        // (a function that the check found and a concurrent DROP took
+        // before its signature was read is refused as missing)
+        let signature = senders::check(sender, caller)
+            .and_then(|()| senders::signature(client, sender).ok_or(Refusal::Missing))
+            .unwrap_or_else(|refusal| {
+                let named = senders::signature(client, sender);
+                refusal.at_registration(sender, named).raise()
+            });
         db::run(
             client,
             &queries::SET_SENDER,

@@ -424,8 +424,13 @@ fn check_sender(
         })
     };
     let check = match row.get::<Oid>("function") {
-        // (named by its registered signature)
-        None => Check::Refused(Refusal::Missing.at_delivery(&registered, &role_name, String::new)),
+        // (worded by the registered signature alone)
+        None => Check::Refused(Refusal::Missing.at_delivery(
+            &registered,
+            &role_name,
+            pg_sys::Oid::INVALID,
+            None,
+        )),
         Some(_) if !db::in_syscache(pg_sys::SysCacheIdentifier::AUTHOID, role) => {
             Check::Refused(format!(
                 "the role that registered sender {registered} (oid {role_name}) no longer exists"
@@ -433,9 +438,10 @@ fn check_sender(
         }
         Some(function) => match senders::check(function, role) {
             Ok(()) => ready(client, function),
-            Err(refusal) => Check::Refused(refusal.at_delivery(&registered, &role_name, || {
-                senders::signature(client, function)
-            })),
+            Err(refusal) => {
+                let named = senders::signature(client, function);
+                Check::Refused(refusal.at_delivery(&registered, &role_name, function, named))
+            }
         },
     };
     (check, Some(queue))
