@@ -5,6 +5,8 @@
 //! socket there, and is stopped and removed when dropped. When the tests run
 //! as root the server runs as `postgres`, which PostgreSQL requires.
 
+pub mod receiver;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};

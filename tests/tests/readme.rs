@@ -15,6 +15,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use queue_client_tests::receiver::Receiver;
 use queue_client_tests::{eventually, one, Client, Cluster, NoTls, DB};
 
 /// The repository's root.
@@ -675,49 +676,14 @@ fn sender_examples_deliver_as_they_say() {
     assert_eq!(welcomes, 1);
 }
 
-/// What a receiver got: the raw body and the headers, names in lower case
-/// (as Node's http module and most frameworks hand them over).
-struct Received {
-    body: Vec<u8>,
-    headers: serde_json::Map<String, serde_json::Value>,
-}
-
-/// A local endpoint that answers its first request with 200 and hands it
-/// over; its URL.
-fn receive_one() -> (String, std::sync::mpsc::Receiver<Received>) {
-    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-    let url = format!(
-        "http://127.0.0.1:{}",
-        server.server_addr().to_ip().unwrap().port()
-    );
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut request = server.recv().unwrap();
-        let mut body = Vec::new();
-        request.as_reader().read_to_end(&mut body).unwrap();
-        let headers = request
-            .headers()
-            .iter()
-            .map(|h| {
-                (
-                    h.field.as_str().as_str().to_ascii_lowercase(),
-                    serde_json::Value::String(h.value.as_str().to_string()),
-                )
-            })
-            .collect();
-        request.respond(tiny_http::Response::empty(200)).unwrap();
-        tx.send(Received { body, headers }).unwrap();
-    });
-    (url, rx)
-}
-
 /// The webhook section as pasted: the registration (in a database named
 /// mydb, as it says), then its Python and Node receivers verifying a
 /// request the worker really sent with the snippet's secret, and refusing
 /// it once a byte of the body changed.
 #[test]
 fn webhook_examples_register_and_verify_as_pasted() {
-    let (endpoint, requests) = receive_one();
+    let receiver = Receiver::start();
+    let endpoint = receiver.url("");
     let cluster = Cluster::start_with(&[&format!("queue.webhook_allow = '{endpoint}'")]);
     let mut admin = cluster.connect();
     admin.batch_execute("CREATE DATABASE mydb").unwrap();
@@ -751,17 +717,24 @@ fn webhook_examples_register_and_verify_as_pasted() {
         "SELECT queue_enqueue('orders', '{\"order\": 7}')",
         &[],
     );
-    let request = requests
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the worker sends the request");
+    eventually("the worker sends the request", || {
+        !receiver.seen("/in/orders").is_empty()
+    });
+    let request = receiver.seen("/in/orders").remove(0);
+    // (names in lower case, as Node's http module and most frameworks
+    // hand them over)
+    let names: serde_json::Map<String, serde_json::Value> = request
+        .headers
+        .iter()
+        .map(|(name, value)| (name.to_ascii_lowercase(), value.clone().into()))
+        .collect();
     let headers = write(
         &cluster,
         "headers.json",
-        &serde_json::Value::Object(request.headers).to_string(),
+        &serde_json::Value::Object(names).to_string(),
     );
-    let body = cluster.socket_dir().join("body.json");
-    std::fs::write(&body, &request.body).unwrap();
-    let mut tampered = request.body.clone();
+    let body = write(&cluster, "body.json", &request.body);
+    let mut tampered = request.body.into_bytes();
     let last = tampered.len() - 2;
     tampered[last] ^= 1;
     let tampered_body = cluster.socket_dir().join("tampered.json");
