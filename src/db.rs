@@ -527,6 +527,11 @@ pub fn queues_table() -> Oid {
     extension().queues_table
 }
 
+/// The schema the extension's tables are in.
+pub fn schema() -> Oid {
+    extension().schema
+}
+
 /// The role calling the API (the current user, before any switch).
 pub fn calling_role() -> Oid {
     // SAFETY: reads the current user, which InitPostgres sets in every

@@ -7,6 +7,7 @@ use pgrx::prelude::*;
 
 mod api;
 mod catalog;
+mod complete_one;
 mod contract;
 mod db;
 mod errors;

@@ -33,6 +33,7 @@ macro_rules! statements {
 statements! {
     FIND_QUEUE = "find_queue.sql" (name: TEXTOID)
         -> (id, owner, max_attempts, lease, paused, sender);
+    QUEUE_KEEPS = "queue_keeps.sql" (queue_id: INT4OID) -> (kept);
     CREATE_QUEUE = "create_queue.sql" (name: TEXTOID, owner: OIDOID, max_attempts: INT4OID,
         backoff: TEXTOID, retry_delay: INTERVALOID, max_retry_delay: INTERVALOID,
         lease: INTERVALOID, retention: INTERVALOID) -> ();

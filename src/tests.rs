@@ -475,6 +475,72 @@ mod tests {
         );
     }
 
+    /// queue_complete answers a job of a queue that keeps nothing without
+    /// the statement, with the statement's rules: it sees a claim made by
+    /// the same statement, completes only under the lease held and only
+    /// once, and tallies the job. A queue that keeps history goes through
+    /// the statement, until its retention becomes 0.
+    #[pg_test]
+    fn a_single_completion_of_a_queue_that_keeps_nothing_skips_the_statement() {
+        use crate::complete_one::answered;
+        Spi::run("SELECT queue_create('t.none', retention => '0')").unwrap();
+        Spi::run("SELECT queue_create('t.kept')").unwrap();
+        Spi::run("SELECT queue_enqueue_batch('t.none', array_fill('{}'::jsonb, ARRAY[4]))")
+            .unwrap();
+        Spi::run("SELECT queue_enqueue_batch('t.kept', array_fill('{}'::jsonb, ARRAY[3]))")
+            .unwrap();
+        let claim_and_complete = |queue: &str| -> i64 {
+            one(&format!(
+                "SELECT count(*) FROM queue_claim('{queue}', max_jobs => 2) c
+                  WHERE queue_complete(c.id, c.lease)"
+            ))
+        };
+        let before = answered();
+        assert_eq!(claim_and_complete("t.none"), 2);
+        assert_eq!(answered() - before, 2);
+
+        Spi::run("CREATE TEMP TABLE c AS SELECT id, lease FROM queue_claim('t.none')").unwrap();
+        assert!(!one::<bool>(
+            "SELECT queue_complete(id, gen_random_uuid()) FROM c"
+        ));
+        assert!(one::<bool>("SELECT queue_complete(id, lease) FROM c"));
+        assert!(!one::<bool>("SELECT queue_complete(id, lease) FROM c"));
+        assert!(!one::<bool>("SELECT queue_complete(-1, gen_random_uuid())"));
+        // a job waiting (no lease) is not completed
+        assert!(!one::<bool>(
+            "SELECT queue_complete(id, gen_random_uuid()) FROM queue_jobs
+              WHERE queue = 't.none' AND status = 'pending'"
+        ));
+        assert_eq!(answered() - before, 7);
+        assert_eq!(
+            one::<i64>("SELECT count(*) FROM queue_live JOIN c USING (id)"),
+            0
+        );
+        let stats: (i64, i64, i64) = Spi::get_three(
+            "SELECT succeeded_total, succeeded, pending FROM queue_stats WHERE queue = 't.none'",
+        )
+        .map(|(a, b, c)| (a.unwrap(), b.unwrap(), c.unwrap()))
+        .unwrap();
+        assert_eq!(stats, (3, 0, 1));
+
+        let before = answered();
+        assert_eq!(claim_and_complete("t.kept"), 2);
+        assert_eq!(answered() - before, 0);
+        assert_eq!(
+            one::<i64>(
+                "SELECT count(*) FROM queue_jobs WHERE queue = 't.kept' AND status = 'succeeded'"
+            ),
+            2
+        );
+        Spi::run("SELECT queue_alter('t.kept', retention => '0')").unwrap();
+        assert_eq!(claim_and_complete("t.kept"), 1);
+        assert_eq!(answered() - before, 1);
+        assert_eq!(
+            one::<i64>("SELECT succeeded_total FROM queue_stats WHERE queue = 't.kept'"),
+            3
+        );
+    }
+
     fn plan_nodes<'a>(node: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {
         out.push(node);
         for child in node["Plans"].as_array().into_iter().flatten() {

@@ -63,3 +63,24 @@ pub fn may_execute(function: pg_sys::Oid, role: pg_sys::Oid) -> bool {
     };
     result == pg_sys::AclResult::ACLCHECK_OK
 }
+
+/// Begins a scan of `index` over `heap` with one key and no ordering (18
+/// takes a pointer for instrumentation, which may be NULL).
+///
+/// # Safety
+///
+/// Both relations are open and locked by the caller, `index` is an index
+/// of `heap`, and `snapshot` stays registered until the scan ends.
+pub unsafe fn index_beginscan(
+    heap: pg_sys::Relation,
+    index: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+) -> pg_sys::IndexScanDesc {
+    // SAFETY: as the caller promises.
+    unsafe {
+        #[cfg(feature = "pg15")]
+        return pg_sys::index_beginscan(heap, index, snapshot, 1, 0);
+        #[cfg(feature = "pg18")]
+        return pg_sys::index_beginscan(heap, index, snapshot, std::ptr::null_mut(), 1, 0);
+    }
+}

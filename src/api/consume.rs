@@ -5,6 +5,7 @@ use pgrx::prelude::*;
 
 use super::duration;
 use crate::catalog;
+use crate::complete_one;
 use crate::db::{self, args};
 use crate::errors::{required, OrRaise, QueueError};
 use crate::jobs;
@@ -78,6 +79,9 @@ fn queue_claim(
 fn queue_complete(id: Option<i64>, lease: Option<Uuid>) -> bool {
     let id = required(id, "id");
     let lease = required(lease, "lease");
+    if let Some(done) = complete_one::complete(id, lease) {
+        return done;
+    }
     !db::with_tables(|client| jobs::complete(client, vec![id], vec![lease])).is_empty()
 }
 

@@ -283,15 +283,135 @@ fn an_expired_lease_is_reclaimed_and_fenced_off() {
     assert!(completed);
 }
 
+/// A completion that meets an uncommitted change of its job waits for it,
+/// then looks at the job again: an extended lease still completes; a failed
+/// attempt or a cancel that committed first wins. Alike for a queue that
+/// keeps nothing (completed without the statement) and one that keeps
+/// history (by the statement). In REPEATABLE READ the change is a
+/// serialization failure, as for any DELETE.
+#[test]
+fn a_completion_waits_for_a_change_of_its_job_and_looks_again() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    let changes = [
+        (
+            "SELECT queue_extend($1, $2::text::uuid, '2 hours') IS NOT NULL",
+            true,
+            "succeeded",
+        ),
+        (
+            "SELECT queue_fail($1, $2::text::uuid, 'boom') IS NOT NULL",
+            false,
+            "pending",
+        ),
+        (
+            "SELECT queue_cancel($1) AND $2::text IS NOT NULL",
+            false,
+            "cancelled",
+        ),
+    ];
+    for (n, retention) in ["0", "1 day"].into_iter().enumerate() {
+        for (k, (change, completes, status)) in changes.iter().enumerate() {
+            let queue = format!("race.look.{n}.{k}");
+            let created =
+                "SELECT queue_create($1, retention => $2::text::interval, retry_delay => '1 hour')";
+            admin.execute(created, &[&queue, &retention]).unwrap();
+            enqueue_many(&mut admin, &queue, 1);
+            let (id, lease) = claim(&mut admin, &queue, 1).remove(0);
+
+            let mut changer = cluster.connect();
+            let mut tx = changer.transaction().unwrap();
+            assert!(one::<bool>(&mut tx, change, &[&id, &lease]), "{change}");
+            let mut completer = cluster.connect();
+            let pid: i32 = one(&mut completer, "SELECT pg_backend_pid()", &[]);
+            let lease2 = lease.clone();
+            let waiter = thread::spawn(move || complete(&mut completer, id, &lease2));
+            waits_for_a_lock(&cluster, pid, "the completion");
+            tx.commit().unwrap();
+            let completed = waiter.join().unwrap();
+            assert_eq!(completed, *completes, "retention {retention}: {change}");
+            // a queue with retention 0 keeps no row of a job that
+            // succeeded or was cancelled
+            let ended: String = one(
+                &mut admin,
+                "SELECT coalesce((SELECT status FROM queue_job($1)), 'gone')",
+                &[&id],
+            );
+            let expected = match (retention, *status) {
+                ("0", "succeeded" | "cancelled") => "gone",
+                (_, status) => status,
+            };
+            assert_eq!(ended, expected, "retention {retention}: {change}");
+            let succeeded: i64 = one(
+                &mut admin,
+                "SELECT succeeded_total FROM queue_stats WHERE queue = $1",
+                &[&queue],
+            );
+            assert_eq!(
+                succeeded,
+                i64::from(*completes),
+                "retention {retention}: {change}"
+            );
+        }
+
+        let queue = format!("race.look.{n}.rr");
+        let created = "SELECT queue_create($1, retention => $2::text::interval)";
+        admin.execute(created, &[&queue, &retention]).unwrap();
+        enqueue_many(&mut admin, &queue, 1);
+        let (id, lease) = claim(&mut admin, &queue, 1).remove(0);
+        let mut completer = cluster.connect();
+        let mut tx = completer
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .start()
+            .unwrap();
+        one::<i32>(&mut tx, "SELECT 1", &[]);
+        let extended: bool = one(
+            &mut admin,
+            "SELECT queue_extend($1, $2::text::uuid, '2 hours') IS NOT NULL",
+            &[&id, &lease],
+        );
+        assert!(extended);
+        let err = tx
+            .query_one("SELECT queue_complete($1, $2::text::uuid)", &[&id, &lease])
+            .unwrap_err();
+        assert_eq!(
+            err.code(),
+            Some(&postgres::error::SqlState::T_R_SERIALIZATION_FAILURE),
+            "retention {retention}: {err}"
+        );
+    }
+}
+
 /// Rotating the live partitions while producers and consumers run loses no
 /// job, delivers none twice, and never refuses a lease that is held.
 #[test]
 fn rotation_under_load_keeps_every_job_and_lease() {
+    rotate_under_load("1 day", Completions::Batches);
+}
+
+/// The same with one completion per job, in a queue that keeps nothing (so
+/// completed without the statement).
+#[test]
+fn rotation_under_single_completions_keeps_every_job_and_lease() {
+    rotate_under_load("0", Completions::One);
+}
+
+enum Completions {
+    Batches,
+    One,
+}
+
+fn rotate_under_load(retention: &'static str, completions: Completions) {
     let cluster = Cluster::start();
     let mut admin = cluster.connect();
     admin
-        .batch_execute("SELECT queue_create('race.ring')")
+        .execute(
+            "SELECT queue_create('race.ring', retention => $1::text::interval)",
+            &[&retention],
+        )
         .unwrap();
+    let single = matches!(completions, Completions::One);
     const PER_PRODUCER: usize = 1_500;
     let stop = Arc::new(AtomicBool::new(false));
 
@@ -329,7 +449,14 @@ fn rotation_under_load_keeps_every_job_and_lease() {
                     thread::sleep(Duration::from_millis(10));
                     continue;
                 }
-                let done = complete_all(client, &jobs);
+                let done = if single {
+                    jobs.iter()
+                        .filter(|(id, lease)| complete(client, *id, lease))
+                        .map(|(id, _)| *id)
+                        .collect()
+                } else {
+                    complete_all(client, &jobs)
+                };
                 assert_eq!(
                     done.len(),
                     jobs.len(),
@@ -350,17 +477,26 @@ fn rotation_under_load_keeps_every_job_and_lease() {
     let unique: HashSet<i64> = consumed.iter().copied().collect();
     assert_eq!(unique.len(), consumed.len(), "no job completed twice");
     assert_eq!(produced.len(), 2 * PER_PRODUCER);
+    assert!(unique.is_subset(&produced));
+    // (a queue with retention 0 keeps no row of a succeeded job: the
+    // counters say how many succeeded)
     let row = admin
         .query_one(
-            "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*)
+            "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*),
+                    (SELECT succeeded_total FROM queue_stats WHERE queue = 'race.ring')
                FROM queue_jobs WHERE queue = 'race.ring'",
             &[],
         )
         .unwrap();
-    let (succeeded, total): (i64, i64) = (row.get(0), row.get(1));
-    assert_eq!(total, produced.len() as i64, "no job lost");
+    let (kept, left, succeeded): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
     assert_eq!(succeeded, unique.len() as i64);
-    assert!(unique.is_subset(&produced));
+    if single {
+        assert_eq!(left, produced.len() as i64 - succeeded, "no job lost");
+        assert_eq!(kept, 0);
+    } else {
+        assert_eq!(left, produced.len() as i64, "no job lost");
+        assert_eq!(kept, succeeded);
+    }
 }
 
 /// A queue is never dropped under an enqueue in progress: the drop waits for

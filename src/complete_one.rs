@@ -1,0 +1,516 @@
+//! One `queue_complete(id, lease)` without the executor.
+//!
+//! complete.sql costs about 35 µs a call even when it finds nothing: the
+//! set-up of its three writing nodes (BENCHMARKS.md, item 4c). For a job of
+//! a queue that keeps no history, in a READ COMMITTED transaction that may
+//! write, a call here does that statement's work through the access
+//! methods, as PostgreSQL's catalog code does:
+//! - it locks the tables as the statement would, then takes its snapshot
+//!   (so that a rotation that committed meanwhile is seen whole);
+//! - it finds the job through the `id` index of each live partition and
+//!   checks its lease;
+//! - it deletes it; a concurrent change is waited for and the newest
+//!   version checked again, as the statement's DELETE does in READ
+//!   COMMITTED (an extended lease still completes, a lost one does not);
+//! - it appends the job's tally row to `queue_tallies` (no index).
+//!
+//! Every other case runs the statement: a queue that keeps history (or is
+//! gone), another isolation level, a read-only transaction or parallel
+//! mode, triggers, rules or row security added to these tables, and tables
+//! not shaped as this code expects.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::CStr;
+
+use pgrx::datum::Uuid;
+use pgrx::pg_sys::{self, Oid};
+
+use crate::db::{self, args};
+use crate::errors::QueueError;
+use crate::queries;
+use crate::versions;
+
+/// A live partition as this code reads it: its oid, its index on `id`
+/// alone, and the numbers of the columns it reads.
+#[derive(Clone, Copy)]
+struct Partition {
+    oid: Oid,
+    id_index: Oid,
+    queue_id: i16,
+    lease: i16,
+}
+
+#[derive(Clone, Copy)]
+struct Tables {
+    live: Oid,
+    partitions: [Partition; 2],
+    tallies: Oid,
+}
+
+/// The columns of `queue_tallies`, in order: the row `tally` writes.
+const TALLY_COLUMNS: [(&CStr, Oid); 8] = [
+    (c"queue_id", pg_sys::INT4OID),
+    (c"slot", pg_sys::INT2OID),
+    (c"enqueued_total", pg_sys::INT8OID),
+    (c"succeeded_total", pg_sys::INT8OID),
+    (c"failed_total", pg_sys::INT8OID),
+    (c"succeeded", pg_sys::INT8OID),
+    (c"cancelled", pg_sys::INT8OID),
+    (c"failed", pg_sys::INT8OID),
+];
+
+thread_local! {
+    /// The tables, looked up once per backend; `Some(None)`: they are not
+    /// as this code expects, and every call runs the statement.
+    static TABLES: Cell<Option<Option<Tables>>> = const { Cell::new(None) };
+    /// Whether a queue keeps history, by queue id; forgotten with the
+    /// queues cached for enqueues and claims (any write to queue_queues).
+    static KEEPS: RefCell<HashMap<i32, bool>> = RefCell::new(HashMap::new());
+    /// How many calls this backend answered here (the tests read it).
+    static ANSWERED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many calls this backend answered without the statement so far.
+#[cfg(any(test, feature = "pg_test"))]
+pub fn answered() -> u64 {
+    ANSWERED.get()
+}
+
+fn forget() {
+    TABLES.set(None);
+    KEEPS.with(|k| k.borrow_mut().clear());
+}
+
+/// Completes job `id` under `lease` as complete.sql does with status
+/// 'succeeded': `Some(whether it did)`, or None when the caller must run
+/// the statement instead.
+pub fn complete(id: i64, lease: Uuid) -> Option<bool> {
+    // SAFETY: plain reads of this backend's transaction state.
+    let plain = unsafe {
+        pg_sys::XactIsoLevel == pg_sys::XACT_READ_COMMITTED as i32
+            && !pg_sys::XactReadOnly
+            && !pg_sys::IsInParallelMode()
+    };
+    if !plain {
+        return None;
+    }
+    let open = Open::tables(tables()?)?;
+    let lease = *lease.as_bytes();
+    let done = match open.find(id, &lease) {
+        None => false,
+        Some(found) => {
+            if keeps_history(found.queue_id)? {
+                return None;
+            }
+            let done = open.delete(&found, &lease);
+            if done {
+                open.tally(found.queue_id);
+            }
+            done
+        }
+    };
+    ANSWERED.set(ANSWERED.get() + 1);
+    Some(done)
+}
+
+/// Whether queue `queue_id` keeps history; None when it is gone.
+fn keeps_history(queue_id: i32) -> Option<bool> {
+    if let Some(kept) = KEEPS.with(|k| k.borrow().get(&queue_id).copied()) {
+        return Some(kept);
+    }
+    let kept = db::with_tables(|client| {
+        db::run(client, &queries::QUEUE_KEEPS, args![queue_id = queue_id])
+            .first()
+            .map(|row| row.value::<bool>("kept"))
+    })?;
+    KEEPS.with(|k| k.borrow_mut().insert(queue_id, kept));
+    Some(kept)
+}
+
+fn tables() -> Option<Tables> {
+    if let Some(found) = TABLES.get() {
+        return found;
+    }
+    let schema = db::schema();
+    db::forget_with_extension(forget);
+    let found = look_up(schema);
+    TABLES.set(Some(found));
+    found
+}
+
+fn look_up(schema: Oid) -> Option<Tables> {
+    let tallies = relation(c"queue_tallies", schema)?;
+    for (at, (name, type_oid)) in TALLY_COLUMNS.iter().enumerate() {
+        if column(tallies, name, *type_oid)? as usize != at + 1 {
+            return None;
+        }
+    }
+    // SAFETY: opens and closes the table with the same lock, inside the
+    // caller's transaction; rd_att is valid while it is open.
+    let natts = unsafe {
+        let rel = pg_sys::table_open(tallies, pg_sys::AccessShareLock as _);
+        let natts = (*(*rel).rd_att).natts;
+        let heap = (*(*rel).rd_rel).relam == pg_sys::HEAP_TABLE_AM_OID;
+        pg_sys::table_close(rel, pg_sys::AccessShareLock as _);
+        if heap {
+            natts
+        } else {
+            -1
+        }
+    };
+    if natts != TALLY_COLUMNS.len() as i32 {
+        return None;
+    }
+    Some(Tables {
+        live: relation(c"queue_live", schema)?,
+        partitions: [
+            partition(c"queue_live_0", schema)?,
+            partition(c"queue_live_1", schema)?,
+        ],
+        tallies,
+    })
+}
+
+fn relation(name: &CStr, schema: Oid) -> Option<Oid> {
+    // SAFETY: a syscache look-up with a NUL-terminated name, inside the
+    // caller's transaction; a missing relation gives InvalidOid.
+    let oid = unsafe { pg_sys::get_relname_relid(name.as_ptr(), schema) };
+    (oid != Oid::INVALID).then_some(oid)
+}
+
+/// The number of column `name` of `rel` if it has type `type_oid`.
+fn column(rel: Oid, name: &CStr, type_oid: Oid) -> Option<i16> {
+    // SAFETY: syscache look-ups inside the caller's transaction; a missing
+    // or dropped column gives InvalidAttrNumber (0).
+    unsafe {
+        let at = pg_sys::get_attnum(rel, name.as_ptr());
+        (at > 0 && pg_sys::get_atttype(rel, at) == type_oid).then_some(at)
+    }
+}
+
+fn partition(name: &CStr, schema: Oid) -> Option<Partition> {
+    let oid = relation(name, schema)?;
+    let id = column(oid, c"id", pg_sys::INT8OID)?;
+    Some(Partition {
+        oid,
+        id_index: id_index(oid, id)?,
+        queue_id: column(oid, c"queue_id", pg_sys::INT4OID)?,
+        lease: column(oid, c"lease", pg_sys::UUIDOID)?,
+    })
+}
+
+/// A valid b-tree index of `table` on column `id` alone, without a
+/// predicate.
+fn id_index(table: Oid, id: i16) -> Option<Oid> {
+    // SAFETY: inside the caller's transaction. Every relation opened here
+    // is closed with the lock it was opened with; RelationGetIndexList
+    // returns a list of oids that this code only reads; rd_index and
+    // rd_rel are valid while the index is open, and indkey has indnatts
+    // elements.
+    unsafe {
+        let rel = pg_sys::table_open(table, pg_sys::AccessShareLock as _);
+        let indexes = pg_sys::RelationGetIndexList(rel);
+        let mut found = None;
+        let n = if indexes.is_null() {
+            0
+        } else {
+            (*indexes).length
+        };
+        for at in 0..n {
+            let oid = (*(*indexes).elements.add(at as usize)).oid_value;
+            let index = pg_sys::index_open(oid, pg_sys::AccessShareLock as _);
+            let form = (*index).rd_index;
+            let fits = (*(*index).rd_rel).relam == pg_sys::BTREE_AM_OID
+                && (*form).indnatts == 1
+                && (*form).indisvalid
+                && (*form).indislive
+                && *(*form).indkey.values.as_ptr() == id
+                && pg_sys::RelationGetIndexPredicate(index).is_null()
+                && pg_sys::RelationGetIndexExpressions(index).is_null();
+            pg_sys::index_close(index, pg_sys::AccessShareLock as _);
+            if fits {
+                found = Some(oid);
+                break;
+            }
+        }
+        pg_sys::table_close(rel, pg_sys::AccessShareLock as _);
+        found
+    }
+}
+
+/// A job found under its lease: where it is and its queue.
+struct Found {
+    partition: usize,
+    tid: pg_sys::ItemPointerData,
+    queue_id: i32,
+}
+
+/// A live partition opened for one call, with its id index and a slot.
+struct OpenPartition {
+    rel: pg_sys::Relation,
+    index: pg_sys::Relation,
+    slot: *mut pg_sys::TupleTableSlot,
+    columns: Partition,
+}
+
+/// The tables of one call, locked as complete.sql locks them, and the
+/// snapshot taken after the locks. Drop closes them (keeping the locks to
+/// the end of the transaction, as the executor does); on an error the
+/// transaction's abort releases all of it.
+struct Open {
+    live: pg_sys::Relation,
+    partitions: Vec<OpenPartition>,
+    tallies: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+}
+
+const WRITE_LOCK: pg_sys::LOCKMODE = pg_sys::RowExclusiveLock as _;
+
+/// Whether a table has anything the executor would apply to a write that
+/// this code does not: triggers, rules, row security.
+///
+/// # Safety
+///
+/// `rel` is open.
+unsafe fn plain_table(rel: pg_sys::Relation) -> bool {
+    // SAFETY: as the caller promises, rel and its rd_rel are valid.
+    unsafe {
+        (*rel).trigdesc.is_null() && (*rel).rd_rules.is_null() && !(*(*rel).rd_rel).relrowsecurity
+    }
+}
+
+impl Open {
+    fn tables(tables: Tables) -> Option<Open> {
+        // SAFETY: inside the caller's transaction. The oids were looked up
+        // in this backend and are forgotten when the extension's tables
+        // change; each relation is opened with the lock complete.sql takes
+        // on it (RowExclusiveLock on the tables it writes and on the
+        // indexes of the table it deletes from) and closed by Drop. The
+        // snapshot is registered (a copy, so that later snapshots do not
+        // overwrite it) and unregistered by Drop.
+        unsafe {
+            let mut open = Open {
+                live: pg_sys::table_open(tables.live, WRITE_LOCK),
+                partitions: Vec::with_capacity(2),
+                tallies: std::ptr::null_mut(),
+                snapshot: std::ptr::null_mut(),
+            };
+            for columns in tables.partitions {
+                let rel = pg_sys::table_open(columns.oid, WRITE_LOCK);
+                open.partitions.push(OpenPartition {
+                    rel,
+                    index: pg_sys::index_open(columns.id_index, WRITE_LOCK),
+                    slot: pg_sys::table_slot_create(rel, std::ptr::null_mut()),
+                    columns,
+                });
+            }
+            open.tallies = pg_sys::table_open(tables.tallies, WRITE_LOCK);
+            let plain = plain_table(open.live)
+                && plain_table(open.tallies)
+                && open.partitions.iter().all(|p| plain_table(p.rel));
+            if !plain {
+                return None;
+            }
+            // What earlier commands of this transaction wrote (a claim in
+            // the same statement) is seen, as by the statement's own
+            // command.
+            pg_sys::CommandCounterIncrement();
+            open.snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
+            Some(open)
+        }
+    }
+
+    /// The job `id` if it holds `lease` now.
+    fn find(&self, id: i64, lease: &[u8; 16]) -> Option<Found> {
+        for (at, p) in self.partitions.iter().enumerate() {
+            // SAFETY: the relations are open and locked and the snapshot
+            // registered (Open); the scan key outlives the scan, which
+            // ends here. The slot is the partition's own; what it holds is
+            // read before the next tuple replaces it.
+            unsafe {
+                let mut key = pg_sys::ScanKeyData::default();
+                pg_sys::ScanKeyInit(
+                    &mut key,
+                    1,
+                    pg_sys::BTEqualStrategyNumber as _,
+                    Oid::from(pg_sys::F_INT8EQ),
+                    pg_sys::Datum::from(id),
+                );
+                let scan = versions::index_beginscan(p.rel, p.index, self.snapshot);
+                pg_sys::index_rescan(scan, &mut key, 1, std::ptr::null_mut(), 0);
+                let mut found = None;
+                while pg_sys::index_getnext_slot(
+                    scan,
+                    pg_sys::ScanDirection::ForwardScanDirection,
+                    p.slot,
+                ) {
+                    if holds(p, lease) {
+                        found = Some(Found {
+                            partition: at,
+                            tid: (*p.slot).tts_tid,
+                            queue_id: int4(p.slot, p.columns.queue_id),
+                        });
+                        break;
+                    }
+                }
+                pg_sys::index_endscan(scan);
+                if found.is_some() {
+                    return found;
+                }
+            }
+        }
+        None
+    }
+
+    /// Deletes the job found, unless a concurrent change took its lease
+    /// first; whether it did.
+    fn delete(&self, found: &Found, lease: &[u8; 16]) -> bool {
+        let p = &self.partitions[found.partition];
+        let mut tid = found.tid;
+        loop {
+            let mut failure = pg_sys::TM_FailureData::default();
+            // SAFETY: the partition is open with RowExclusiveLock, `tid`
+            // names a version of the job that the snapshot saw (or, after
+            // the lock below, its newest version); `failure` is a local
+            // the access method fills in.
+            let result = unsafe {
+                pg_sys::table_tuple_delete(
+                    p.rel,
+                    &mut tid,
+                    pg_sys::GetCurrentCommandId(true),
+                    self.snapshot,
+                    std::ptr::null_mut(),
+                    true,
+                    &mut failure,
+                    false,
+                )
+            };
+            match result {
+                pg_sys::TM_Result::TM_Ok => return true,
+                // Deleted by a cancel, a completion or a burial that
+                // committed first, or by this transaction already.
+                pg_sys::TM_Result::TM_Deleted | pg_sys::TM_Result::TM_SelfModified => return false,
+                pg_sys::TM_Result::TM_Updated => {}
+                other => unexpected("deleting", other),
+            }
+            // Changed by a transaction that committed meanwhile: lock the
+            // newest version and look at its lease again.
+            // SAFETY: as above; the slot is the partition's own and
+            // receives the newest version, locked.
+            let locked = unsafe {
+                pg_sys::table_tuple_lock(
+                    p.rel,
+                    &mut tid,
+                    self.snapshot,
+                    p.slot,
+                    pg_sys::GetCurrentCommandId(true),
+                    pg_sys::LockTupleMode::LockTupleExclusive,
+                    pg_sys::LockWaitPolicy::LockWaitBlock,
+                    pg_sys::TUPLE_LOCK_FLAG_FIND_LAST_VERSION as u8,
+                    &mut failure,
+                )
+            };
+            match locked {
+                // SAFETY: the slot holds the version just locked.
+                pg_sys::TM_Result::TM_Ok => unsafe {
+                    if !holds(p, lease) {
+                        return false;
+                    }
+                    tid = (*p.slot).tts_tid;
+                },
+                pg_sys::TM_Result::TM_Deleted | pg_sys::TM_Result::TM_SelfModified => return false,
+                other => unexpected("locking", other),
+            }
+        }
+    }
+
+    /// Appends the tally of one job of `queue_id` succeeded and not kept,
+    /// as complete.sql's `tally` does (slot -1).
+    fn tally(&self, queue_id: i32) {
+        let mut values = [
+            pg_sys::Datum::from(queue_id),
+            pg_sys::Datum::from(-1i16),
+            pg_sys::Datum::from(0i64),
+            pg_sys::Datum::from(1i64),
+            pg_sys::Datum::from(0i64),
+            pg_sys::Datum::from(0i64),
+            pg_sys::Datum::from(0i64),
+            pg_sys::Datum::from(0i64),
+        ];
+        let mut nulls = [false; TALLY_COLUMNS.len()];
+        // SAFETY: queue_tallies is open with RowExclusiveLock, a heap table
+        // of exactly these eight columns of these types, all by value
+        // (look_up checked it); the tuple is formed, inserted and freed
+        // here.
+        unsafe {
+            let tuple = pg_sys::heap_form_tuple(
+                (*self.tallies).rd_att,
+                values.as_mut_ptr(),
+                nulls.as_mut_ptr(),
+            );
+            pg_sys::simple_heap_insert(self.tallies, tuple);
+            pg_sys::heap_freetuple(tuple);
+        }
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        // On error the (sub)transaction's abort releases the relations,
+        // the slots' buffer pins and the snapshot.
+        if std::thread::panicking() {
+            return;
+        }
+        // SAFETY: releases what Open::tables acquired, once; NoLock keeps
+        // the locks to the end of the transaction.
+        unsafe {
+            if !self.snapshot.is_null() {
+                pg_sys::UnregisterSnapshot(self.snapshot);
+            }
+            if !self.tallies.is_null() {
+                pg_sys::table_close(self.tallies, pg_sys::NoLock as _);
+            }
+            for p in &self.partitions {
+                pg_sys::ExecDropSingleTupleTableSlot(p.slot);
+                pg_sys::index_close(p.index, pg_sys::NoLock as _);
+                pg_sys::table_close(p.rel, pg_sys::NoLock as _);
+            }
+            pg_sys::table_close(self.live, pg_sys::NoLock as _);
+        }
+    }
+}
+
+/// Whether the job in the partition's slot holds `lease`.
+///
+/// # Safety
+///
+/// The slot holds a tuple of the partition.
+unsafe fn holds(p: &OpenPartition, lease: &[u8; 16]) -> bool {
+    let mut null = false;
+    // SAFETY: as the caller promises; a uuid datum points to its 16 bytes
+    // inside the tuple, which the slot keeps pinned.
+    unsafe {
+        let datum = pg_sys::slot_getattr(p.slot, p.columns.lease as _, &mut null);
+        !null && *datum.cast_mut_ptr::<[u8; 16]>() == *lease
+    }
+}
+
+/// Column `at` of the tuple in `slot`, an integer that is never NULL.
+///
+/// # Safety
+///
+/// The slot holds a tuple whose column `at` is a NOT NULL int4.
+unsafe fn int4(slot: *mut pg_sys::TupleTableSlot, at: i16) -> i32 {
+    let mut null = false;
+    // SAFETY: as the caller promises.
+    unsafe { pg_sys::slot_getattr(slot, at as _, &mut null).value() as i32 }
+}
+
+fn unexpected(what: &str, result: pg_sys::TM_Result::Type) -> ! {
+    QueueError::StatementShape {
+        statement: "complete_one.rs",
+        detail: format!("{what} a job gave the table access method's result {result}"),
+    }
+    .raise()
+}
