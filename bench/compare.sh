@@ -13,7 +13,8 @@
 #      history written), as pgmq's delete; in 3a and 4a it keeps the default
 #      day of history, against pgmq's archive, which keeps a copy.
 #   5  worker drain of 200,000 jobs, no-op SQL sender  (peer: the best pgmq consumer rate, from 4,
-#      and pgmq's read(100) + delete on one connection, as the worker is one process)
+#      and pgmq's read(100) + delete on one connection, as the worker is one process);
+#      5n the same from a queue with retention 0 (equal work with pgmq's delete)
 #   6  latency from an enqueue's commit to its sender call, idle and at 1,000 jobs/s
 #      (peer: a pgmq consumer waiting in read_with_poll, polling every 10 ms)
 #   7  the ceiling: the least work the same job needs, as plain SQL on a minimal table
@@ -32,7 +33,7 @@
 # 50,000 for item 3 and 300,000 for 4; later rounds get twice what the
 # previous one took), BENCH_DOC (BENCHMARKS.md),
 # BENCH_DIR (/tmp/qbench/bench), BENCH_PORT (54400), PGMQ_INSTALL (binary),
-# BENCH_ITEMS (the items to measure, by default all: "1 1w 2 3 3a 4 4a 4b 4c 5p 5 6"),
+# BENCH_ITEMS (the items to measure, by default all: "1 1w 2 3 3a 4 4a 4b 4c 5p 5 5n 6"),
 # BENCH_WIDE_CLIENTS (32, for 1w).
 . "$(dirname "$0")/common.sh"
 
@@ -45,7 +46,7 @@ LOAD_RATE=${BENCH_LOAD_RATE:-1000}
 IDLE_RATE=${BENCH_IDLE_RATE:-50}
 FILL=${BENCH_FILL:-}
 DOC=${BENCH_DOC-BENCHMARKS.md}
-ITEMS=" ${BENCH_ITEMS:-1 1w 2 3 3a 4 4a 4b 4c 5p 5 6} "
+ITEMS=" ${BENCH_ITEMS:-1 1w 2 3 3a 4 4a 4b 4c 5p 5 5n 6} "
 WIDE_CLIENTS=${BENCH_WIDE_CLIENTS:-32}
 item() { [[ $ITEMS == *" $1 "* ]]; }
 PGMQ_INSTALL=${PGMQ_INSTALL:-target/debug/pgmq-install}
@@ -71,7 +72,7 @@ sql > /dev/null <<SQL
 CREATE EXTENSION queue;
 SELECT queue_create(q) FROM unnest(ARRAY['enq1', 'enq100', 'c1a', 'c100a', 'drain', 'lat']) q;
 -- keeping nothing, as pgmq's delete
-SELECT queue_create(q, retention => '0') FROM unnest(ARRAY['c1', 'c100', 'c100one', 'c100each']) q;
+SELECT queue_create(q, retention => '0') FROM unnest(ARRAY['c1', 'c100', 'c100one', 'c100each', 'drain0']) q;
 SELECT pgmq.create(q) FROM unnest(ARRAY['enq1', 'enq100', 'c1', 'c100', 'c1a', 'c100a', 'lat']) q;
 -- the ceiling: a minimal job table
 CREATE TABLE ceiling_ins (id bigserial PRIMARY KEY, payload jsonb NOT NULL);
@@ -223,33 +224,36 @@ settle() {
     sql -c "CHECKPOINT"
 }
 
-# throughput ITEM PER_TX FILL SPECS...: rounds of pgbench; SPEC = side:script[:queue]
-# (a queue makes it a claim bench: topped up before each round; a round that
-# empties it is run again with four times the jobs, and the next rounds get
-# twice what the last one took). jobs/s = tps * PER_TX.
+# throughput ITEM PER_TX FILL SPECS...: rounds of pgbench; SPEC =
+# side:script[:queue[:item]] (a queue makes it a claim bench: topped up
+# before each round; a round that empties it is run again with four times
+# the jobs, and the next rounds get twice what the last one took; an item
+# records the spec's rounds under another item than ITEM, so that two of
+# our lines take turns round by round). jobs/s = tps * PER_TX.
 throughput() {
     local item=$1 per=$2 first_fill=${FILL:-$3}; shift 3
-    local r spec side s q t took left try
+    local r spec side s q as at key t took left try
     declare -A want
     for r in $(seq 1 "$ROUNDS"); do
         for spec in "$@"; do
-            IFS=: read -r side s q <<< "$spec"
+            IFS=: read -r side s q as <<< "$spec"
+            at=${as:-$item} key="$side:$q"
             for try in 1 2 3 4; do
-                [ -n "$q" ] && fill "$side" "$q" "${want[$side]:=$first_fill}"
+                [ -n "$q" ] && fill "$side" "$q" "${want[$key]:=$first_fill}"
                 settle
                 t=$(tps "$s")
                 [ -n "$q" ] && [ -n "$t" ] || break
                 left=$(backlog "$side" "$q")
                 [ "$left" -gt 0 ] && break
-                echo "  $item/$side round $r ran dry with ${want[$side]} jobs: again with more" >&2
-                want[$side]=$(( want[$side] * 4 ))
+                echo "  $at/$side round $r ran dry with ${want[$key]} jobs: again with more" >&2
+                want[$key]=$(( want[$key] * 4 ))
                 t=
             done
-            if [ -z "$t" ]; then na "$item/$side" "pgbench failed or the queue ran dry (see $OUT/bench-errors.log)"; continue; fi
+            if [ -z "$t" ]; then na "$at/$side" "pgbench failed or the queue ran dry (see $OUT/bench-errors.log)"; continue; fi
             took=$(awk -v t="$t" -v p="$per" -v s="$SECS" 'BEGIN { printf "%d", 2 * t * p * s }')
-            [ -n "$q" ] && [ "$took" -gt "${want[$side]}" ] && want[$side]=$took
-            record "$item" "$side" "$r" "$(awk -v t="$t" -v p="$per" 'BEGIN { printf "%.1f", t * p }')"
-            printf "  %-8s %-8s round %d: %s jobs/s\n" "$item" "$side" "$r" \
+            [ -n "$q" ] && [ "$took" -gt "${want[$key]}" ] && want[$key]=$took
+            record "$at" "$side" "$r" "$(awk -v t="$t" -v p="$per" 'BEGIN { printf "%.1f", t * p }')"
+            printf "  %-8s %-8s round %d: %s jobs/s\n" "$at" "$side" "$r" \
                 "$(awk -v t="$t" -v p="$per" 'BEGIN { printf "%.0f", t * p }')" >&2
         done
     done
@@ -266,46 +270,60 @@ item 3 && throughput 3 1 50000 queue:q_c1:c1 pgmq:p_c1:c1 ceiling:c_c1:x
 item 3a && throughput 3a 1 50000 queue:q_c1a:c1a pgmq:p_c1a:c1a
 item 4 && throughput 4 100 300000 queue:q_c100:c100 pgmq:p_c100:c100 ceiling:c_c100:x
 item 4a && throughput 4a 100 300000 queue:q_c100a:c100a pgmq:p_c100a:c100a
-item 4b && throughput 4b 100 300000 queue:q_c100one:c100one
-item 4c && throughput 4c 100 300000 queue:q_c100each:c100each
+# 4b and 4c take turns, round by round: 4c's bar is a ratio to 4b
+if item 4b && item 4c; then
+    throughput 4b 100 300000 queue:q_c100one:c100one queue:q_c100each:c100each:4c
+elif item 4b; then
+    throughput 4b 100 300000 queue:q_c100one:c100one
+elif item 4c; then
+    throughput 4c 100 300000 queue:q_c100each:c100each
+fi
 # the drain (5) is one worker process: pgmq's consumer on one connection too
 item 5p && CLIENTS=1 THREADS=1 throughput 5p 100 300000 pgmq:p_c100:c100
 
 # ---------------------------------------------------------------- 5 drain
 # Fills a paused queue, resumes it and times the worker until every job is
-# delivered: from the resume's commit to the last job's finished_at.
+# delivered: from the resume's commit until no job of the queue is left in
+# queue_live (one session looks every 10 ms, through the partial indexes,
+# so that a queue that keeps nothing is timed the same way as one that keeps
+# history). drain ITEM QUEUE
 drain() {
-    local r err t0 left
-    if ! err=$(sql -c "SELECT queue_register_sender('drain', 'public.bench_noop(jsonb)'::regprocedure)" 2>&1); then
-        na 5 "queue_register_sender: ${err#*ERROR:  }"; return
+    local item=$1 q=$2 r err t0 t1 failed
+    if ! err=$(sql -c "SELECT queue_register_sender('$q', 'public.bench_noop(jsonb)'::regprocedure)" 2>&1); then
+        na "$item" "queue_register_sender: ${err#*ERROR:  }"; return
     fi
     for r in $(seq 1 "$ROUNDS"); do
-        sql -c "SELECT queue_pause('drain')" > /dev/null
-        fill queue drain "$DRAIN_JOBS"
+        sql -c "SELECT queue_pause('$q')" > /dev/null
+        fill queue "$q" "$DRAIN_JOBS"
         sql -c "VACUUM ANALYZE" > /dev/null
         settle
-        t0=$(sql -c "SELECT queue_resume('drain')" -c "SELECT extract(epoch FROM clock_timestamp())")
-        # poll once a second (the end time comes from finished_at, not from here);
-        # give up at once when the sender fails, after 10 minutes otherwise
-        local failed=0 why=
-        for _ in $(seq 1 600); do
-            read -r left failed <<< "$(sql -F ' ' -c "SELECT pending + scheduled + processing, failed_total FROM queue_stats WHERE queue = 'drain'")"
-            [ "$left" -eq 0 ] && break
-            why=$(sql -c "SELECT last_error FROM queue_workers WHERE jobs_failed > 0 AND last_error IS NOT NULL LIMIT 1")
-            [ "$failed" -eq 0 ] && [ -z "$why" ] || break
-            sleep 1
-        done
-        if [ "$failed" -ne 0 ] || [ -n "$why" ]; then na 5 "deliveries failed in the no-op sender: ${why:-$failed jobs failed}"; return; fi
-        if [ "$left" -ne 0 ]; then na 5 "the worker left $left of $DRAIN_JOBS jobs undelivered after 10 minutes"; return; fi
+        t0=$(sql -c "SELECT queue_resume('$q')" -c "SELECT extract(epoch FROM clock_timestamp())" | tail -1)
+        # gives up after 10 minutes (a sender that fails leaves its jobs
+        # scheduled for a retry)
+        if ! t1=$(sql -c "SET statement_timeout = '10min'" -c "
+            DO \$\$
+            DECLARE q integer := (SELECT id FROM queue_queues WHERE name = '$q');
+            BEGIN
+                WHILE EXISTS (SELECT FROM queue_live WHERE queue_id = q AND state = 'ready')
+                   OR EXISTS (SELECT FROM queue_live WHERE queue_id = q AND state = 'processing')
+                   OR EXISTS (SELECT FROM queue_live WHERE queue_id = q AND state = 'scheduled')
+                LOOP
+                    PERFORM pg_sleep(0.01);
+                END LOOP;
+            END \$\$" -c "SELECT extract(epoch FROM clock_timestamp())" 2>&1 | tail -1); then
+            na "$item" "the worker left jobs undelivered after 10 minutes"; return
+        fi
+        failed=$(sql -c "SELECT failed_total FROM queue_stats WHERE queue = '$q'")
+        if [ "$failed" -ne 0 ]; then na "$item" "deliveries failed in the no-op sender: $failed jobs failed"; return; fi
         local rate
-        rate=$(sql -c "SELECT round($DRAIN_JOBS / extract(epoch FROM max(finished_at) - to_timestamp($t0)))
-                         FROM queue_jobs WHERE queue = 'drain' AND status = 'succeeded'")
-        record 5 queue "$r" "$rate"
-        printf "  %-8s %-8s round %d: %s jobs/s\n" 5 queue "$r" "$rate" >&2
-        sql -c "SELECT queue_purge('drain', 'succeeded')" > /dev/null
+        rate=$(awk -v n="$DRAIN_JOBS" -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", n / (b - a) + 0.5 }')
+        record "$item" queue "$r" "$rate"
+        printf "  %-8s %-8s round %d: %s jobs/s\n" "$item" queue "$r" "$rate" >&2
+        sql -c "SELECT queue_purge('$q', 'succeeded')" > /dev/null
     done
 }
-item 5 && drain
+item 5 && drain 5 drain
+item 5n && drain 5n drain0
 
 # ---------------------------------------------------------------- 6 latency
 # One round: enqueue at RATE for SECS; the sender (ours) or the consumer
@@ -403,10 +421,13 @@ table() {
     row "4c | the same claim, then 100 queue_complete calls in that statement (per-call cost; pgmq: as in 4)" "jobs/s" 4c 4 pgmq 4
     row "5 | worker drain of $(fmt "$DRAIN_JOBS") jobs, no-op sender (pgmq: best consumer, $best_pgmq)" "jobs/s" 5 "$best_pgmq" pgmq 4
     row "5′ | the same drain (pgmq: one consumer connection, read(100) + delete)" "jobs/s" 5 5p pgmq 4
+    row "5n | the same drain, retention 0 (nothing kept, as pgmq's delete and the ceiling; pgmq: best consumer, $best_pgmq)" "jobs/s" 5n "$best_pgmq" pgmq 4
     row "6 | latency enqueue → sender, idle ($IDLE_RATE/s), median" "ms" 6idle-p50 6idle-p50 pgmq ""
     row "6 | latency enqueue → sender, idle, p99" "ms" 6idle-p99 6idle-p99 pgmq ""
     row "6 | latency enqueue → sender at $(fmt "$LOAD_RATE") jobs/s, median" "ms" 6load-p50 6load-p50 pgmq ""
     row "6 | latency enqueue → sender at $(fmt "$LOAD_RATE") jobs/s, p99" "ms" 6load-p99 6load-p99 pgmq ""
+    echo
+    echo "4c / 4b, one call per job against the batch, their rounds taking turns: $(ratio "$(med 4c queue)" "$(med 4b queue)")"
     if [ -s "$NA" ]; then
         echo
         echo "n/a:"

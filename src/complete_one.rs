@@ -17,7 +17,8 @@
 //! Every other case runs the statement: a queue that keeps history (or is
 //! gone), another isolation level, a read-only transaction or parallel
 //! mode, triggers, rules or row security added to these tables, and tables
-//! not shaped as this code expects.
+//! not shaped as this code expects. (The checks a DELETE makes that still
+//! apply here are made here: a publication's need for a replica identity.)
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -288,7 +289,9 @@ impl Open {
         // on it (RowExclusiveLock on the tables it writes and on the
         // indexes of the table it deletes from) and closed by Drop. The
         // snapshot is registered (a copy, so that later snapshots do not
-        // overwrite it) and unregistered by Drop.
+        // overwrite it) and unregistered by Drop. An error raised meanwhile
+        // (a lock, the replica identity check) leaves all of it to the
+        // transaction's abort.
         unsafe {
             let mut open = Open {
                 live: pg_sys::table_open(tables.live, WRITE_LOCK),
@@ -311,6 +314,11 @@ impl Open {
                 && open.partitions.iter().all(|p| plain_table(p.rel));
             if !plain {
                 return None;
+            }
+            // A publication that publishes deletes from a table without a
+            // replica identity refuses them, as for the statement.
+            for p in &open.partitions {
+                pg_sys::CheckCmdReplicaIdentity(p.rel, pg_sys::CmdType::CMD_DELETE);
             }
             // What earlier commands of this transaction wrote (a claim in
             // the same statement) is seen, as by the statement's own

@@ -541,6 +541,20 @@ mod tests {
         );
     }
 
+    /// A publication that publishes deletes from the live partitions, which
+    /// have no replica identity, refuses a completion without the statement
+    /// as it refuses the statement's DELETE.
+    #[pg_test(
+        error = "cannot delete from table \"queue_live_0\" because it does not have a replica identity and publishes deletes"
+    )]
+    fn a_completion_without_the_statement_meets_a_publication_as_the_statement_does() {
+        Spi::run("SELECT queue_create('t.pub', retention => '0')").unwrap();
+        Spi::run("SELECT queue_enqueue('t.pub', '{}')").unwrap();
+        Spi::run("CREATE TEMP TABLE c AS SELECT id, lease FROM queue_claim('t.pub')").unwrap();
+        Spi::run("CREATE PUBLICATION t_all FOR ALL TABLES").unwrap();
+        Spi::run("SELECT queue_complete(id, lease) FROM c").unwrap();
+    }
+
     fn plan_nodes<'a>(node: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {
         out.push(node);
         for child in node["Plans"].as_array().into_iter().flatten() {
