@@ -215,14 +215,7 @@ RETURN queue_expire(10000);
 -- removed by vacuum, nor its index entry marked dead by the scans that step
 -- over it. (Vacuum itself is left out: its snapshot holds nothing back.)
 -- Shorter ones, such as a batch statement of a few seconds, are left to
--- vacuum, which catches up as soon as they end. The snapshot is one the
--- transaction keeps while idle in it (REPEATABLE READ, an open cursor), or
--- one that over a thousand transactions have since moved past (a long
--- statement, pg_dump at work); not the fresh snapshot of each short
--- statement of a long READ COMMITTED transaction (a procedure, a DO loop),
--- which holds nothing back (measured: taken for held, it made the worker
--- rotate the live partitions every second and drain 5,000 jobs/s instead of
--- 24,000).
+-- vacuum, which catches up as soon as they end.
 CREATE FUNCTION queue_cleanup_held_back() RETURNS boolean
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -231,8 +224,7 @@ RETURN EXISTS (SELECT FROM pg_stat_activity a
                   AND a.backend_xmin IS NOT NULL
                   AND a.pid <> pg_backend_pid()
                   AND a.backend_type <> 'autovacuum worker'
-                  AND a.xact_start < clock_timestamp() - interval '10 seconds'
-                  AND (a.state LIKE 'idle in transaction%' OR age(a.backend_xmin) > 1000));
+                  AND a.xact_start < clock_timestamp() - interval '10 seconds');
 
 -- Rotates the live ring when that costs less than keeping the current
 -- partition (force: regardless), and says whether it did. New jobs go to

@@ -196,18 +196,6 @@ BEGIN
 END
 $$;
 
--- A snapshot held back: not the fresh snapshot of each short statement of a
--- long READ COMMITTED transaction (maintenance.sql).
-CREATE OR REPLACE FUNCTION queue_cleanup_held_back() RETURNS boolean
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-RETURN EXISTS (SELECT FROM pg_stat_activity a
-                WHERE a.datid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                  AND a.backend_xmin IS NOT NULL
-                  AND a.pid <> pg_backend_pid()
-                  AND a.backend_type <> 'autovacuum worker'
-                  AND a.xact_start < clock_timestamp() - interval '10 seconds'
-                  AND (a.state LIKE 'idle in transaction%' OR age(a.backend_xmin) > 1000));
 
 CREATE OR REPLACE FUNCTION queue_rotate_live(force boolean DEFAULT false) RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER

@@ -414,48 +414,6 @@ fn the_worker_rotates_the_live_ring_while_a_snapshot_is_held() {
     holder.batch_execute("COMMIT").unwrap();
 }
 
-/// A long READ COMMITTED transaction of short statements (a DO loop)
-/// takes a fresh snapshot for each of them and holds nothing back: it is
-/// not taken for a held snapshot, which would have the worker rotate the
-/// live ring every second. (The test above has one that is.)
-#[test]
-fn a_long_transaction_of_short_statements_does_not_hold_cleanup_back() {
-    let cluster = Cluster::start();
-    let mut client = cluster.connect();
-    let mut looper = cluster.connect();
-    let pid: i32 = one(&mut looper, "SELECT pg_backend_pid()", &[]);
-    let looping = thread::spawn(move || {
-        looper
-            .batch_execute(
-                "DO $$ BEGIN FOR i IN 1..2000 LOOP PERFORM pg_sleep(0.01); END LOOP; END $$",
-            )
-            .unwrap()
-    });
-    // (one transaction reads pg_stat_activity once: both columns come from
-    // the same look at the loop's session)
-    let mut held = None;
-    eventually(
-        "the loop's transaction to pass 10 s with a snapshot",
-        || {
-            let row = client
-                .query_one(
-                    "SELECT (SELECT backend_xmin IS NOT NULL
-                                AND xact_start < clock_timestamp() - interval '11 seconds'
-                           FROM pg_stat_activity WHERE pid = $1),
-                        queue_cleanup_held_back()",
-                    &[&pid],
-                )
-                .unwrap();
-            if row.get::<_, Option<bool>>(0) == Some(true) {
-                held = Some(row.get::<_, bool>(1));
-            }
-            held.is_some()
-        },
-    );
-    assert_eq!(held, Some(false));
-    looping.join().unwrap();
-}
-
 /// Folding the counters empties queue_tallies with TRUNCATE only when it
 /// can have the table at once. While another session holds it in a
 /// transaction open for longer than a statement takes (a lock as autovacuum
