@@ -33,7 +33,8 @@ test: setup
 	    echo "== PostgreSQL $$v: unit and #[pg_test], golden SQL tests, client tests"; \
 	    $(MAKE) --no-print-directory test-version PG_CONFIG=$$($(MAKE) -s pg-config-of V=$$v) || exit 1; \
 	done
-	@case " $(PG_VERSIONS) " in *" 15 "*" 18 "*) $(MAKE) --no-print-directory pg-upgrade ;; esac
+	@case " $(PG_VERSIONS) " in *" 15 "*) case " $(PG_VERSIONS) " in *" 18 "*) \
+	    $(MAKE) --no-print-directory pg-upgrade ;; esac ;; esac
 
 pg-config-of:
 	@case "$(V)" in 15) echo $(PG15_CONFIG) ;; 18) echo $(PG18_CONFIG) ;; \
