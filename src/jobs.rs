@@ -27,17 +27,21 @@ pub struct Claimed {
     pub enqueued_at: TimestampWithTimeZone,
     pub lease: Uuid,
     pub lease_expires_at: TimestampWithTimeZone,
+    /// The request body of a webhook's job (claim's `bodies`).
+    pub body: Option<String>,
 }
 
 /// Claims up to `max_jobs` due jobs of `queue` in claim order, each under a
 /// new lease of `lease_us`, for `worker`. Expired leases come back first;
 /// jobs found with no attempt left go to the dead letters on the way.
+/// `bodies`: each job comes with its webhook request's body.
 pub fn claim(
     client: &mut SpiClient<'_>,
     queue: &Queue,
     max_jobs: usize,
     lease_us: i64,
     worker: Option<&str>,
+    bodies: bool,
 ) -> Vec<Claimed> {
     let now = crate::time::now_us();
     let at = db::timestamp(now);
@@ -88,6 +92,7 @@ pub fn claim(
                 max_attempts = queue.max_attempts,
                 lease_until = expires,
                 worker = worker,
+                body_queue = bodies.then_some(queue.name.as_str()),
             ],
         );
         let mut exhausted = Vec::new();
@@ -107,6 +112,7 @@ pub fn claim(
                 enqueued_at: row.value("enqueued_at"),
                 lease: row.value("lease"),
                 lease_expires_at: row.value("lease_expires_at"),
+                body: row.get("body"),
             };
             jobs.push(((Reverse(priority), run_at.into_inner(), id), job));
         }

@@ -58,9 +58,9 @@ statements! {
     TAKE_BACK = "take_back.sql" (queue_id: INT4OID, now: TIMESTAMPTZOID, limit: INT4OID,
         max_attempts: INT4OID) -> (id, exhausted);
     CLAIM = "claim.sql" (queue_id: INT4OID, limit: INT4OID, max_attempts: INT4OID,
-        lease_until: TIMESTAMPTZOID, worker: TEXTOID)
+        lease_until: TIMESTAMPTZOID, worker: TEXTOID, body_queue: TEXTOID)
         -> (id, state, payload, headers, attempts, enqueued_at, lease, lease_expires_at,
-            priority, run_at);
+            priority, run_at, body);
     COMPLETE = "complete.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
         status: TEXTOID, leases: UUIDARRAYOID) -> (id);
     FINISH = "finish.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
@@ -90,8 +90,6 @@ statements! {
     LOGIN_SETTINGS = "login_settings.sql" (role: OIDOID, database: OIDOID) -> (setting);
     DELIVER_LOCK = "deliver_lock.sql" (ids: INT8ARRAYOID, leases: UUIDARRAYOID, queue: TEXTOID,
         max_attempts: INT4OID) -> (id, job);
-    WEBHOOK_BODIES = "webhook_bodies.sql" (ids: INT8ARRAYOID, queue: TEXTOID,
-        max_attempts: INT4OID) -> (id, body);
     RELEASE = "release.sql" (ids: INT8ARRAYOID) -> ();
     LEFT_IN_FLIGHT = "left_in_flight.sql" (worker: TEXTOID) -> (id);
     RECOVER_LOCK = "recover_lock.sql" (id: INT8OID, worker: TEXTOID)

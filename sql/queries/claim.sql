@@ -2,6 +2,9 @@
 -- lease until $4, for worker $5. A job with no attempt left of $3 (its last
 -- lease expired, or max_attempts was lowered) is locked but not claimed: it
 -- comes back still 'ready', for the caller to move to the dead letters.
+-- With $6, the name of a webhook queue, each job comes with its request
+-- body: the job object a SQL sender gets (deliver_lock.sql), as JSON text,
+-- built here rather than by a second look at the rows (NULL: no body).
 --
 -- The shape is deliberate. These statements run from one generic plan, in
 -- which LIMIT $2 is guessed at a tenth of the table: joined to the table,
@@ -20,4 +23,9 @@ UPDATE queue_live l
             LIMIT $2
             FOR UPDATE SKIP LOCKED))
 RETURNING l.id, l.state, l.payload, l.headers, l.attempts, l.enqueued_at, l.lease,
-          l.lease_expires_at, l.priority, l.run_at
+          l.lease_expires_at, l.priority, l.run_at,
+          CASE WHEN $6::text IS NOT NULL THEN
+              jsonb_build_object('id', l.id, 'queue', $6::text, 'payload', l.payload,
+                                 'headers', l.headers, 'attempt', l.attempts,
+                                 'max_attempts', $3::int, 'enqueued_at', l.enqueued_at)::text
+          END AS body

@@ -55,7 +55,7 @@ fn queue_claim(
             return Vec::new();
         }
         let lease_us = lease_us.unwrap_or(queue.lease_us);
-        jobs::claim(client, &queue, max_jobs, lease_us, worker)
+        jobs::claim(client, &queue, max_jobs, lease_us, worker, false)
             .into_iter()
             .map(|job| {
                 (

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicIsize, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, SystemTime};
 
@@ -51,10 +52,18 @@ pub struct Dispatcher {
     ca_file: String,
     done_tx: mpsc::Sender<Done>,
     done_rx: mpsc::Receiver<Done>,
-    /// An eventfd that a request's task writes once its outcome is sent:
-    /// the worker waits on it beside its latch (never a PostgreSQL call
-    /// from the runtime's threads).
+    /// An eventfd that a request's task writes once its outcome is sent,
+    /// when the worker has a use for it: the worker waits on it beside its
+    /// latch (never a PostgreSQL call from the runtime's threads).
     answered: Arc<OwnedFd>,
+    /// The tasks' count of outcomes sent, less those the worker has taken
+    /// (a task counts after sending, so right after the worker takes
+    /// everything it is 0 or less); and the count at which the task that
+    /// reaches it writes the eventfd: the first outcome the worker waits
+    /// for, or the one that makes half of the requests open come back. One
+    /// write and one wake-up for a gathering of outcomes, not one each.
+    unread: Arc<AtomicIsize>,
+    wake_at: Arc<AtomicIsize>,
     /// Outcomes taken from the channel and not yet handed out, and when
     /// the first of them was taken.
     pending: Vec<Done>,
@@ -65,11 +74,13 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// A runtime of two threads, and a client trusting the system's
+    /// A runtime of one thread (a second one measured slower: the two
+    /// contended with the worker's own for two cores; BENCHMARKS.md), and a
+    /// client trusting the system's
     /// certificates and those of `ca_file` (empty: none).
     pub fn new(ca_file: &str) -> Result<Dispatcher, String> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(1)
             .thread_name("queue webhooks")
             .on_thread_start(block_signals)
             .enable_all()
@@ -94,6 +105,8 @@ impl Dispatcher {
             done_tx,
             done_rx,
             answered,
+            unread: Arc::new(AtomicIsize::new(0)),
+            wake_at: Arc::new(AtomicIsize::new(1)),
             pending: Vec::new(),
             pending_since: None,
             in_flight: HashMap::new(),
@@ -114,6 +127,13 @@ impl Dispatcher {
         self.in_flight.get(&queue_id).copied().unwrap_or(0)
     }
 
+    /// The queues with requests open (or whose outcomes are not handed out
+    /// yet).
+    pub fn queues_in_flight(&self) -> Vec<i32> {
+        let open = self.in_flight.iter().filter(|(_, n)| **n > 0);
+        open.map(|(queue_id, _)| *queue_id).collect()
+    }
+
     pub fn any_in_flight(&self) -> bool {
         self.in_flight.values().any(|n| *n > 0)
     }
@@ -125,6 +145,7 @@ impl Dispatcher {
         let client = self.client.clone();
         let done = self.done_tx.clone();
         let answered = self.answered.clone();
+        let (unread, wake_at) = (self.unread.clone(), self.wake_at.clone());
         self.runtime.spawn(async move {
             let (queue_id, id, lease) = (request.queue_id, request.id, request.lease);
             let outcome = attempt(&client, request).await;
@@ -135,7 +156,9 @@ impl Dispatcher {
                 lease,
                 outcome,
             });
-            signal(&answered);
+            if unread.fetch_add(1, SeqCst) + 1 == wake_at.load(SeqCst) {
+                signal(&answered);
+            }
         });
     }
 
@@ -146,9 +169,29 @@ impl Dispatcher {
 
     /// Whether outcomes have come in that `finished` has not handed out.
     pub fn any_answered(&mut self) -> bool {
-        // (read first: an outcome sent after the read signals again)
-        drain(&self.answered);
-        self.pending.extend(self.done_rx.try_iter());
+        loop {
+            // (read first: an outcome sent after the read signals again)
+            drain(&self.answered);
+            let before = self.pending.len();
+            self.pending.extend(self.done_rx.try_iter());
+            self.unread
+                .fetch_sub((self.pending.len() - before) as isize, SeqCst);
+            // Told next at the first outcome, or at the one that record_in
+            // records at once for.
+            let open: usize = self.in_flight.values().sum();
+            let wanted = match self.pending.len() {
+                0 => 1,
+                n => open.div_ceil(2).saturating_sub(n).max(1),
+            } as isize;
+            self.wake_at.store(wanted, SeqCst);
+            // A task that counted before that store compared its count
+            // with the old mark: its outcome is taken here. (SeqCst on both
+            // sides: either the task sees the new mark or this load sees
+            // its count.)
+            if self.unread.load(SeqCst) < wanted {
+                break;
+            }
+        }
         if self.pending.is_empty() {
             return false;
         }

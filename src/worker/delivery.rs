@@ -117,10 +117,13 @@ impl Delivery {
 
     /// While webhook requests are open and nothing else calls for a round:
     /// records the outcomes that came back and, unless `handing_over`,
-    /// claims what they made room for in the webhook queues, in one
-    /// transaction, then sends. None: the extension is gone.
+    /// claims what they made room for in their webhook queues, in one
+    /// transaction, then sends. (Other queues wait for the next round: a
+    /// commit that gives them jobs wakes the worker for one, and one is due
+    /// when their scheduled jobs are.) None: the extension is gone.
     pub fn refill(&mut self, session: &Session, handing_over: bool) -> Option<Round> {
         let mut round = Round::default();
+        let serving = self.http.queues_in_flight();
         let (batches, mut tally) = session::transaction(|| {
             if !session.current() {
                 return None;
@@ -130,6 +133,9 @@ impl Delivery {
                 let mut batches = Vec::new();
                 if !handing_over {
                     for queue in self.in_turn(sender_queues(client)) {
+                        if !serving.contains(&queue.id) {
+                            continue;
+                        }
                         if let Some(hook) = &queue.webhook {
                             let batch = self.http.claim(
                                 client,
@@ -497,12 +503,14 @@ pub(super) fn note_outcomes(
 
 /// Claims up to `size` due jobs of queue `queue_id` (`name`) for the worker,
 /// with the queue as it stands now; none when it is gone, paused or no
-/// longer delivered. (SQL senders and webhooks alike.)
+/// longer delivered. (SQL senders and webhooks alike; `bodies`: with the
+/// webhook requests' bodies.)
 pub(super) fn claim_for_worker(
     client: &mut pgrx::spi::SpiClient<'_>,
     queue_id: i32,
     name: &str,
     size: usize,
+    bodies: bool,
 ) -> Option<(catalog::Queue, Vec<jobs::Claimed>)> {
     let found = match catalog::find(client, name) {
         Ok(Some(found)) => found,
@@ -512,13 +520,20 @@ pub(super) fn claim_for_worker(
     if found.id != queue_id || found.paused || found.sender.is_none() {
         return None;
     }
-    let claimed = jobs::claim(client, &found, size, found.lease_us, Some(WORKER_NAME));
+    let claimed = jobs::claim(
+        client,
+        &found,
+        size,
+        found.lease_us,
+        Some(WORKER_NAME),
+        bodies,
+    );
     Some((found, claimed))
 }
 
 /// Step 1: claims up to `size` due jobs of `queue` for the worker.
 fn claim(client: &mut pgrx::spi::SpiClient<'_>, queue: &SenderQueue, size: usize) -> Vec<InFlight> {
-    let Some((_, claimed)) = claim_for_worker(client, queue.id, &queue.name, size) else {
+    let Some((_, claimed)) = claim_for_worker(client, queue.id, &queue.name, size, false) else {
         return Vec::new();
     };
     claimed

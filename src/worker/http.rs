@@ -135,6 +135,14 @@ impl Http {
             .is_some_and(Dispatcher::any_in_flight)
     }
 
+    /// The webhook queues with requests open, or whose outcomes are not
+    /// recorded yet.
+    pub fn queues_in_flight(&self) -> Vec<i32> {
+        self.dispatcher
+            .as_ref()
+            .map_or_else(Vec::new, Dispatcher::queues_in_flight)
+    }
+
     /// Whether outcomes have come back that are not recorded yet.
     pub fn any_answered(&mut self) -> bool {
         self.dispatcher
@@ -299,7 +307,7 @@ fn allow_list(client: &mut SpiClient<'_>) -> String {
         .value("allow")
 }
 
-/// Claims up to `size` due jobs of the queue and reads the body of each
+/// Claims up to `size` due jobs of the queue, each with the body of its
 /// request: the job object a SQL sender gets. (id, lease, body) each.
 fn claim(
     client: &mut SpiClient<'_>,
@@ -307,30 +315,16 @@ fn claim(
     name: &str,
     size: usize,
 ) -> Vec<(i64, Uuid, Vec<u8>)> {
-    let Some((found, claimed)) = delivery::claim_for_worker(client, queue_id, name, size) else {
+    let Some((_, claimed)) = delivery::claim_for_worker(client, queue_id, name, size, true) else {
         return Vec::new();
     };
-    if claimed.is_empty() {
-        return Vec::new();
-    }
-    let ids: Vec<i64> = claimed.iter().map(|j| j.id).collect();
-    let lease_of: std::collections::HashMap<i64, Uuid> =
-        claimed.iter().map(|j| (j.id, j.lease)).collect();
-    db::run(
-        client,
-        &queries::WEBHOOK_BODIES,
-        args![
-            ids = ids,
-            queue = found.name.as_str(),
-            max_attempts = found.max_attempts,
-        ],
-    )
-    .map(|r| {
-        let id: i64 = r.value("id");
-        let body: String = r.value("body");
-        (id, lease_of[&id], body.into_bytes())
-    })
-    .collect()
+    claimed
+        .into_iter()
+        .map(|job| {
+            let body = job.body.expect("a claim with bodies");
+            (job.id, job.lease, body.into_bytes())
+        })
+        .collect()
 }
 
 /// The outcomes of requests, in the caller's transaction: a 2xx completes

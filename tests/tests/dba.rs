@@ -322,7 +322,7 @@ fn upkeep_calls_at_once_never_fail() {
                 client
                     .query("SELECT * FROM queue_maintain(force => true)", &[])
                     .err()
-                    .map(|e| e.to_string())
+                    .map(|e| format!("{:?}", e.as_db_error()))
             })
             .collect::<Vec<_>>()
     });

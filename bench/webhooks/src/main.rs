@@ -4,6 +4,8 @@
 //! - the receiver's ceiling: the same POSTs from a plain load generator
 //!   (reqwest, as many requests open as the webhook queue's max_in_flight);
 //! - the drain of a backlog by a webhook queue, and by a no-op SQL sender;
+//! - the drain of the same backlog by a hand-written dispatcher, as users
+//!   write one today: the least work a durable delivery can do;
 //! - the latency from a committed enqueue to the request's arrival, idle.
 //!
 //! Prints a markdown table of medians and ratios.
@@ -175,6 +177,90 @@ fn drained(client: &mut Client, queue: &str, jobs: u64) -> f64 {
     jobs as f64 / started.elapsed().as_secs_f64()
 }
 
+/// A hand-written dispatcher draining `jobs` rows of a plain table, as users
+/// write one today: `loops` threads, each with its own connection, claim
+/// `batch` rows with FOR UPDATE SKIP LOCKED and commit (a crash then retries
+/// them, as a lease does), POST them at once, and DELETE them in one commit.
+/// No retries, signatures, history or counters: the least a durable
+/// delivery can do, on the same receiver.
+fn hand_written(
+    connect: &dyn Fn() -> Client,
+    url: &str,
+    jobs: u64,
+    loops: usize,
+    batch: i64,
+) -> f64 {
+    let mut setup = connect();
+    setup
+        .batch_execute(&format!(
+            "TRUNCATE dispatch_jobs;
+             INSERT INTO dispatch_jobs (payload) SELECT '{{}}' FROM generate_series(1, {jobs});"
+        ))
+        .unwrap();
+    setup.batch_execute("VACUUM ANALYZE dispatch_jobs").unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let clients: Vec<Client> = (0..loops).map(|_| connect()).collect();
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for mut db in clients {
+            let (client, runtime) = (client.clone(), &runtime);
+            scope.spawn(move || loop {
+                let rows = db
+                    .query(
+                        "UPDATE dispatch_jobs SET lease = gen_random_uuid(),
+                                lease_expires_at = now() + interval '30 seconds'
+                          WHERE id = ANY (ARRAY(
+                                SELECT id FROM dispatch_jobs WHERE lease IS NULL
+                                 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED))
+                         RETURNING id, jsonb_build_object('id', id, 'payload', payload)::text",
+                        &[&batch],
+                    )
+                    .unwrap();
+                if rows.is_empty() {
+                    break;
+                }
+                let ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+                let sent = runtime.block_on(async {
+                    let requests: Vec<_> = rows
+                        .iter()
+                        .map(|r| {
+                            let request = client
+                                .post(url)
+                                .header("content-type", "application/json")
+                                .body(r.get::<_, String>(1));
+                            runtime.spawn(async move { request.send().await })
+                        })
+                        .collect();
+                    let mut sent = Vec::new();
+                    for (id, request) in ids.iter().zip(requests) {
+                        if matches!(request.await, Ok(Ok(r)) if r.status().is_success()) {
+                            sent.push(*id);
+                        }
+                    }
+                    sent
+                });
+                db.execute("DELETE FROM dispatch_jobs WHERE id = ANY ($1)", &[&sent])
+                    .unwrap();
+            });
+        }
+    });
+    let rate = jobs as f64 / started.elapsed().as_secs_f64();
+    let left: i64 = setup
+        .query_one("SELECT count(*) FROM dispatch_jobs", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "the hand-written dispatcher left jobs undelivered");
+    rate
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (dir, port) = (&args[1], &args[2]);
@@ -208,25 +294,55 @@ fn main() {
              SELECT queue_create('hooks_wide');
              SELECT queue_register_webhook('hooks_wide', '{base}/hooks', max_in_flight => {wide});
              CREATE FUNCTION nothing(job jsonb) RETURNS void LANGUAGE sql AS 'SELECT';
+             SELECT queue_create('hooks_none', retention => '0');
+             SELECT queue_register_webhook('hooks_none', '{base}/hooks', max_in_flight => {open});
+             CREATE TABLE dispatch_jobs (id bigserial PRIMARY KEY, payload jsonb NOT NULL,
+                                         lease uuid, lease_expires_at timestamptz);
              SELECT queue_create('sql');
              SELECT queue_register_sender('sql', 'nothing(jsonb)', batch_size => 100);"
         ))
         .unwrap();
     std::thread::sleep(Duration::from_secs(2));
 
-    let (mut ceilings, mut hooks, mut wides, mut sql) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // the hand-written dispatcher, from 4 connections: as many requests
+    // open at most as each webhook queue
+    let loops = env("BENCH_DISPATCH_LOOPS", 4) as usize;
+    let (batch, wide_batch) = (
+        (open as usize / loops).max(1),
+        (wide as usize / loops).max(1),
+    );
+    let mut rates: [Vec<f64>; 7] = Default::default();
+    let [ceilings, hooks, wides, nones, hands, wide_hands, sql] = &mut rates;
     for round in 1..=rounds {
         ceilings.push(ceiling(&format!("{base}/ceiling"), open as usize, secs));
         hooks.push(drained(&mut client, "hooks", jobs));
         wides.push(drained(&mut client, "hooks_wide", jobs));
+        nones.push(drained(&mut client, "hooks_none", jobs));
+        let url = format!("{base}/hand");
+        hands.push(hand_written(
+            &|| connect("bench"),
+            &url,
+            jobs,
+            loops,
+            batch as i64,
+        ));
+        wide_hands.push(hand_written(
+            &|| connect("bench"),
+            &url,
+            jobs,
+            loops,
+            wide_batch as i64,
+        ));
         sql.push(drained(&mut client, "sql", jobs));
         eprintln!(
-            "round {round}: ceiling {:.0}/s, webhooks {:.0}/s, at {wide} open {:.0}/s, SQL sender {:.0}/s",
-            ceilings.last().unwrap(),
-            hooks.last().unwrap(),
-            wides.last().unwrap(),
-            sql.last().unwrap()
+            "round {round}: ceiling {:.0}/s, webhooks {:.0}/s, at {wide} open {:.0}/s, nothing kept {:.0}/s, hand-written {:.0}/s, at {wide} open {:.0}/s, SQL sender {:.0}/s",
+            ceilings[round as usize - 1],
+            hooks[round as usize - 1],
+            wides[round as usize - 1],
+            nones[round as usize - 1],
+            hands[round as usize - 1],
+            wide_hands[round as usize - 1],
+            sql[round as usize - 1],
         );
     }
 
@@ -259,27 +375,51 @@ fn main() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let (ceiling, hooks, wide_hooks, sql) =
-        (median(ceilings), median(hooks), median(wides), median(sql));
-    println!("| line | per second | / receiver ceiling | / SQL-sender drain |");
-    println!("|---|---|---|---|");
-    println!(
-        "| receiver ceiling: {open} POST loops, no database | {ceiling:.0} | 1.00 | {:.2} |",
-        ceiling / sql
+    let [ceiling, hooks, wides, nones, hand, wide_hand, sql] = rates.map(median);
+    println!("| line | per second | / receiver ceiling | / SQL-sender drain | / hand-written dispatcher, as many requests open |");
+    println!("|---|---|---|---|---|");
+    let line = |what: String, rate: f64, peer: Option<f64>| {
+        let peer = peer.map_or("–".to_string(), |p| format!("{:.2}", rate / p));
+        println!(
+            "| {what} | {rate:.0} | {:.2} | {:.2} | {peer} |",
+            rate / ceiling,
+            rate / sql
+        )
+    };
+    line(
+        format!("receiver ceiling: {open} POST loops, no database"),
+        ceiling,
+        None,
     );
-    println!(
-        "| webhook queue drains {jobs} jobs (max_in_flight {open}) | {hooks:.0} | {:.2} | {:.2} |",
-        hooks / ceiling,
-        hooks / sql
+    line(
+        format!("webhook queue drains {jobs} jobs (max_in_flight {open})"),
+        hooks,
+        Some(hand),
     );
-    println!(
-        "| the same, max_in_flight {wide} | {wide_hooks:.0} | {:.2} | {:.2} |",
-        wide_hooks / ceiling,
-        wide_hooks / sql
+    line(
+        format!("the same, max_in_flight {wide}"),
+        wides,
+        Some(wide_hand),
     );
-    println!(
-        "| SQL sender (no-op) drains {jobs} jobs (batch_size 100) | {sql:.0} | {:.2} | 1.00 |",
-        sql / ceiling
+    line(
+        format!("the same, max_in_flight {open}, retention 0 (nothing kept)"),
+        nones,
+        Some(hand),
+    );
+    line(
+        format!("hand-written dispatcher, plain table, nothing kept: {loops} connections, {batch} jobs each at a time"),
+        hand,
+        Some(hand),
+    );
+    line(
+        format!("the same, {wide_batch} jobs each at a time"),
+        wide_hand,
+        Some(wide_hand),
+    );
+    line(
+        format!("SQL sender (no-op) drains {jobs} jobs (batch_size 100)"),
+        sql,
+        None,
     );
     println!();
     println!(
