@@ -354,10 +354,25 @@ BEGIN
         RAISE EXCEPTION 'force must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     PERFORM queue_check_read_committed('queue_maintain');
-    WHILE queue_bury_expired() > 0 LOOP
-    END LOOP;
-    live_rotated := queue_rotate_live(force);
-    cleaned := queue_cleanup();
+    -- Each step skips when another upkeep holds what it needs past
+    -- lock_timeout (a rotation keeps its partition locked until its caller
+    -- commits): the next call does it.
+    BEGIN
+        WHILE queue_bury_expired() > 0 LOOP
+        END LOOP;
+    EXCEPTION WHEN lock_not_available THEN
+        NULL;
+    END;
+    BEGIN
+        live_rotated := queue_rotate_live(force);
+    EXCEPTION WHEN lock_not_available THEN
+        live_rotated := false;
+    END;
+    BEGIN
+        cleaned := queue_cleanup();
+    EXCEPTION WHEN lock_not_available THEN
+        cleaned := 0;
+    END;
     RETURN NEXT;
 END
 $$;

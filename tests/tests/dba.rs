@@ -335,6 +335,48 @@ fn upkeep_calls_at_once_never_fail() {
     assert_eq!(pending, 2000, "every job kept");
 }
 
+/// A rotation keeps its partition locked until its caller commits: another
+/// queue_maintain() meanwhile skips every step it cannot lock within
+/// lock_timeout (the burial of expired leases, the rotation, the cleanup)
+/// and returns, as documented, rather than failing with lock_not_available
+/// (it did, under a slow machine's longer upkeeps). Forced or not.
+#[test]
+fn an_upkeep_beside_an_uncommitted_rotation_skips_rather_than_fails() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client.batch_execute("SELECT queue_create('m')").unwrap();
+    enqueue_many(&mut client, "m", 100);
+    let mut holder = cluster.connect();
+    holder.batch_execute("BEGIN").unwrap();
+    let rotated: bool = one(
+        &mut holder,
+        "SELECT live_rotated FROM queue_maintain(force => true)",
+        &[],
+    );
+    assert!(rotated);
+    for force in [true, false] {
+        let row = client
+            .query_one("SELECT * FROM queue_maintain(force => $1)", &[&force])
+            .unwrap_or_else(|e| panic!("force {force}: {:?}", e.as_db_error()));
+        let (rotated, cleaned): (bool, i64) = (row.get(0), row.get(1));
+        assert!(!rotated, "force {force}: rotated beside a held rotation");
+        assert_eq!(cleaned, 0);
+    }
+    holder.batch_execute("COMMIT").unwrap();
+    let rotated: bool = one(
+        &mut client,
+        "SELECT live_rotated FROM queue_maintain(force => true)",
+        &[],
+    );
+    assert!(rotated, "the next call rotates");
+    let pending: i64 = one(
+        &mut client,
+        "SELECT pending FROM queue_stats WHERE queue = 'm'",
+        &[],
+    );
+    assert_eq!(pending, 100, "every job kept");
+}
+
 /// While another session holds a snapshot open, vacuum can clean nothing,
 /// and the worker rotates the live ring much sooner than its usual rule
 /// (dead tuples outnumbering jobs), checking every second: here after 3,000
