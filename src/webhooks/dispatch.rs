@@ -58,10 +58,11 @@ pub struct Dispatcher {
     answered: Arc<OwnedFd>,
     /// The tasks' count of outcomes sent, less those the worker has taken
     /// (a task counts after sending, so right after the worker takes
-    /// everything it is 0 or less); and the count at which the task that
-    /// reaches it writes the eventfd: the first outcome the worker waits
-    /// for, or the one that makes half of the requests open come back. One
-    /// write and one wake-up for a gathering of outcomes, not one each.
+    /// everything it is 0 or less). The task whose count is 1 (the first
+    /// outcome since the worker last looked) writes the eventfd, and so does
+    /// the one whose count is `wake_at`, the outcome that makes half of the
+    /// requests open come back: two writes and wake-ups at most for a
+    /// gathering of outcomes, not one each.
     unread: Arc<AtomicIsize>,
     wake_at: Arc<AtomicIsize>,
     /// Outcomes taken from the channel and not yet handed out, and when
@@ -156,7 +157,8 @@ impl Dispatcher {
                 lease,
                 outcome,
             });
-            if unread.fetch_add(1, SeqCst) + 1 == wake_at.load(SeqCst) {
+            let count = unread.fetch_add(1, SeqCst) + 1;
+            if count == 1 || count == wake_at.load(SeqCst) {
                 signal(&answered);
             }
         });
@@ -176,13 +178,9 @@ impl Dispatcher {
             self.pending.extend(self.done_rx.try_iter());
             self.unread
                 .fetch_sub((self.pending.len() - before) as isize, SeqCst);
-            // Told next at the first outcome, or at the one that record_in
-            // records at once for.
+            // (the outcome that record_in records at once for)
             let open: usize = self.in_flight.values().sum();
-            let wanted = match self.pending.len() {
-                0 => 1,
-                n => open.div_ceil(2).saturating_sub(n).max(1),
-            } as isize;
+            let wanted = open.div_ceil(2).saturating_sub(self.pending.len()).max(1) as isize;
             self.wake_at.store(wanted, SeqCst);
             // A task that counted before that store compared its count
             // with the old mark: its outcome is taken here. (SeqCst on both
