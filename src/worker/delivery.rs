@@ -511,32 +511,28 @@ pub(super) fn claim_for_worker(
     name: &str,
     size: usize,
     bodies: bool,
-) -> Option<(catalog::Queue, Vec<jobs::Claimed>)> {
+) -> Vec<jobs::Claimed> {
     let found = match catalog::find(client, name) {
         Ok(Some(found)) => found,
-        Ok(None) => return None,
+        Ok(None) => return Vec::new(),
         Err(e) => e.raise(),
     };
     if found.id != queue_id || found.paused || found.sender.is_none() {
-        return None;
+        return Vec::new();
     }
-    let claimed = jobs::claim(
+    jobs::claim(
         client,
         &found,
         size,
         found.lease_us,
         Some(WORKER_NAME),
         bodies,
-    );
-    Some((found, claimed))
+    )
 }
 
 /// Step 1: claims up to `size` due jobs of `queue` for the worker.
 fn claim(client: &mut pgrx::spi::SpiClient<'_>, queue: &SenderQueue, size: usize) -> Vec<InFlight> {
-    let Some((_, claimed)) = claim_for_worker(client, queue.id, &queue.name, size, false) else {
-        return Vec::new();
-    };
-    claimed
+    claim_for_worker(client, queue.id, &queue.name, size, false)
         .into_iter()
         .map(|job| InFlight {
             id: job.id,
