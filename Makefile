@@ -1,11 +1,14 @@
 # A thin layer over cargo-pgrx. PG_CONFIG picks the PostgreSQL to build
 # for (install, demo, benchmarks: Debian's 15 by default); `make test` runs
 # every tier on each version of PG_VERSIONS.
+# PG18_PREFIX is where `make setup` builds PostgreSQL 18 (CI builds it anew
+# into a throwaway prefix on every run).
 PG15_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
-PG18_CONFIG ?= /usr/local/pgsql-18/bin/pg_config
+PG18_PREFIX ?= /usr/local/pgsql-18
+PG18_CONFIG ?= $(PG18_PREFIX)/bin/pg_config
 PG_CONFIG ?= $(PG15_CONFIG)
 PG_VERSIONS ?= 15 18
-export PG_CONFIG
+export PG_CONFIG PG18_PREFIX
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 PGVER := $(shell $(PG_CONFIG) --version 2>/dev/null | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')

@@ -28,6 +28,11 @@ CONTRIB=(pg_stat_statements pg_walinspect auto_explain)
 DEPS=(build-essential dpkg-dev perl bison flex pkg-config zlib1g-dev libreadline-dev libicu-dev
       bzip2 xz-utils)
 export DEBIAN_FRONTEND=noninteractive
+# Started from our Makefile, this script inherits the outer make's state.
+# PostgreSQL's makefiles generate their headers (utils/errcodes.h, ...) only in
+# the outermost make (MAKELEVEL 0), and MAKEFLAGS would hand its build the
+# outer make's flags and jobserver: its build must start as if from a shell.
+unset MAKELEVEL MAKEFLAGS MFLAGS MAKEOVERRIDES GNUMAKEFLAGS
 APT=(apt-get -q -o DPkg::Lock::Timeout=600)
 
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
