@@ -4,7 +4,8 @@
 #   Prefix:      /usr/local/pgsql-18   (PG18_PREFIX overrides)
 #   pg_config:   /usr/local/pgsql-18/bin/pg_config
 #   pg_regress:  $(pg_config --pkglibdir)/pgxs/src/test/regress/pg_regress
-#   contrib:     pg_stat_statements, pg_walinspect, auto_explain (the bench uses them)
+#   contrib:     pg_stat_statements, pg_walinspect, auto_explain (the bench uses
+#                them), amcheck (the maintenance tests check an index with it)
 #   configure:   readline, zlib, ICU; no SSL/NLS/lz4/zstd; -O2, no cassert.
 #                The default socket directory of this build is /tmp (Debian's
 #                15 uses /var/run/postgresql): give -h / --host explicitly.
@@ -24,7 +25,7 @@ set -euo pipefail
 PREFIX=${PG18_PREFIX:-/usr/local/pgsql-18}
 WORK=${PG18_WORKDIR:-/var/tmp/queue-pg18-build}
 SRC_LIST=/etc/apt/sources.list.d/queue-sid-src.list
-CONTRIB=(pg_stat_statements pg_walinspect auto_explain)
+CONTRIB=(pg_stat_statements pg_walinspect auto_explain amcheck)
 DEPS=(build-essential dpkg-dev perl bison flex pkg-config zlib1g-dev libreadline-dev libicu-dev
       bzip2 xz-utils)
 export DEBIAN_FRONTEND=noninteractive

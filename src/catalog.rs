@@ -63,6 +63,8 @@ thread_local! {
 /// `require`, from this backend's cache when it can: an enqueue or a claim
 /// then runs no statement to find its queue.
 pub fn require_cached(client: &mut SpiClient<'_>, name: &str) -> Result<Queue, QueueError> {
+    // (a queue paused, altered or given a sender meanwhile)
+    db::accept_invalidations();
     if let Some(queue) = CACHE.with(|c| c.borrow().get(name).cloned()) {
         return Ok(queue);
     }

@@ -16,9 +16,20 @@
 //!
 //! Every other case runs the statement: a queue that keeps history (or is
 //! gone), another isolation level, a read-only transaction or parallel
-//! mode, triggers, rules or row security added to these tables, and tables
-//! not shaped as this code expects. (The checks a DELETE makes that still
-//! apply here are made here: a publication's need for a replica identity.)
+//! mode, triggers, rules or row security added to these tables, an index
+//! or a CHECK constraint added to `queue_tallies` (the insert here would
+//! not maintain or check it), an `id` index that is not valid, ready and
+//! live, and tables not shaped as this code expects. (The checks a DELETE
+//! makes that still apply here are made here: a publication's need for a
+//! replica identity.)
+//!
+//! What it knows of the tables (oids, column numbers, the index) follows
+//! the catalog as the executor's relation cache does: a relation cache
+//! invalidation of any relation it looked at (REINDEX, ALTER TABLE, a new
+//! index or constraint, VACUUM's statistics) makes it look again, and a
+//! call checks after taking its locks, which is when PostgreSQL delivers
+//! the invalidations that other sessions' committed changes sent, that
+//! nothing it relies on changed meanwhile.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -62,9 +73,19 @@ const TALLY_COLUMNS: [(&CStr, Oid); 8] = [
 ];
 
 thread_local! {
-    /// The tables, looked up once per backend; `Some(None)`: they are not
-    /// as this code expects, and every call runs the statement.
+    /// The tables, looked up until a relation they were looked up from
+    /// changes; `Some(None)`: they are not as this code expects, and every
+    /// call runs the statement until one of them changes.
     static TABLES: Cell<Option<Option<Tables>>> = const { Cell::new(None) };
+    /// Every relation that the look-up of TABLES read, each added before
+    /// it is opened: a relation cache invalidation of one of them forgets
+    /// TABLES.
+    static WATCHED: RefCell<Vec<Oid>> = const { RefCell::new(Vec::new()) };
+    /// Counts what `relation_changed` forgot: a look-up or a call that saw
+    /// it move while it read the tables or took its locks looks again.
+    static GENERATION: Cell<u64> = const { Cell::new(0) };
+    /// `relation_changed` is registered in this backend.
+    static CALLBACK: Cell<bool> = const { Cell::new(false) };
     /// Whether a queue keeps history, by queue id; forgotten with the
     /// queues cached for enqueues and claims (any write to queue_queues).
     static KEEPS: RefCell<HashMap<i32, bool>> = RefCell::new(HashMap::new());
@@ -78,9 +99,36 @@ pub fn answered() -> u64 {
     ANSWERED.get()
 }
 
+/// Called when the extension's tables change (db::forget_with_extension).
 fn forget() {
-    TABLES.set(None);
+    forget_tables();
     KEEPS.with(|k| k.borrow_mut().clear());
+}
+
+fn forget_tables() {
+    TABLES.set(None);
+    WATCHED.with(|w| {
+        if let Ok(mut watched) = w.try_borrow_mut() {
+            watched.clear();
+        }
+    });
+    GENERATION.set(GENERATION.get() + 1);
+}
+
+/// A relation cache invalidation: forget the tables when it concerns a
+/// relation they were looked up from, or every relation.
+///
+/// # Safety
+///
+/// Only PostgreSQL calls it, as the relation cache callback that `tables`
+/// registers, with the oid of the relation invalidated.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn relation_changed(_arg: pg_sys::Datum, relid: Oid) {
+    let watched = WATCHED.try_with(|w| w.try_borrow().map(|w| w.contains(&relid)));
+    let watched = !matches!(watched, Ok(Ok(false)));
+    if relid == Oid::INVALID || watched {
+        forget_tables();
+    }
 }
 
 /// Completes job `id` under `lease` as complete.sql does with status
@@ -96,7 +144,9 @@ pub fn complete(id: i64, lease: Uuid) -> Option<bool> {
     if !plain {
         return None;
     }
-    let open = Open::tables(tables()?)?;
+    // (a queue's new retention, a rebuilt index)
+    db::accept_invalidations();
+    let open = open()?;
     let lease = *lease.as_bytes();
     let done = match open.find(id, &lease) {
         None => false,
@@ -129,17 +179,58 @@ fn keeps_history(queue_id: i32) -> Option<bool> {
     Some(kept)
 }
 
+/// The tables opened and locked for one call, as they are now: a change
+/// that reached this backend while the locks were taken makes it look the
+/// tables up again (a few times at most: each look ends with the locks
+/// held, so only the relations a look-up newly found can still move).
+fn open() -> Option<Open> {
+    for _ in 0..4 {
+        let tables = tables()?;
+        let generation = GENERATION.get();
+        match Open::tables(tables, generation) {
+            Opened::Open(open) => return Some(open),
+            Opened::Unfit => return None,
+            Opened::Changed => continue,
+        }
+    }
+    None
+}
+
 fn tables() -> Option<Tables> {
     if let Some(found) = TABLES.get() {
         return found;
     }
     let schema = db::schema();
     db::forget_with_extension(forget);
-    let found = look_up(schema);
-    TABLES.set(Some(found));
-    found
+    if !CALLBACK.replace(true) {
+        // SAFETY: registered once per backend (CALLBACK), as PostgreSQL's
+        // table of relcache callbacks is small and never shrinks;
+        // relation_changed has the callback's signature and lives as long
+        // as the process (the library is never unloaded).
+        unsafe {
+            pg_sys::CacheRegisterRelcacheCallback(Some(relation_changed), pg_sys::Datum::from(0))
+        };
+    }
+    // A relation that changed while it was read is read again; a few
+    // tries, then this call runs the statement and the next looks again.
+    for _ in 0..4 {
+        forget_tables();
+        let generation = GENERATION.get();
+        let found = look_up(schema);
+        if GENERATION.get() == generation {
+            TABLES.set(Some(found));
+            return found;
+        }
+    }
+    None
 }
 
+/// Watches `oid` (WATCHED) from now on.
+fn watch(oid: Oid) {
+    WATCHED.with(|w| w.borrow_mut().push(oid));
+}
+
+/// The tables as this code needs them, or None.
 fn look_up(schema: Oid) -> Option<Tables> {
     let tallies = relation(c"queue_tallies", schema)?;
     for (at, (name, type_oid)) in TALLY_COLUMNS.iter().enumerate() {
@@ -148,19 +239,20 @@ fn look_up(schema: Oid) -> Option<Tables> {
         }
     }
     // SAFETY: opens and closes the table with the same lock, inside the
-    // caller's transaction; rd_att is valid while it is open.
-    let natts = unsafe {
+    // caller's transaction; rd_att, its constr and rd_rel are valid while
+    // it is open; the index list is a copy that is only measured.
+    let plain = unsafe {
         let rel = pg_sys::table_open(tallies, pg_sys::AccessShareLock as _);
-        let natts = (*(*rel).rd_att).natts;
-        let heap = (*(*rel).rd_rel).relam == pg_sys::HEAP_TABLE_AM_OID;
+        let desc = (*rel).rd_att;
+        let constr = (*desc).constr;
+        let plain = (*(*rel).rd_rel).relam == pg_sys::HEAP_TABLE_AM_OID
+            && (*desc).natts == TALLY_COLUMNS.len() as i32
+            && (constr.is_null() || (*constr).num_check == 0)
+            && pg_sys::RelationGetIndexList(rel).is_null();
         pg_sys::table_close(rel, pg_sys::AccessShareLock as _);
-        if heap {
-            natts
-        } else {
-            -1
-        }
+        plain
     };
-    if natts != TALLY_COLUMNS.len() as i32 {
+    if !plain {
         return None;
     }
     Some(Tables {
@@ -173,11 +265,15 @@ fn look_up(schema: Oid) -> Option<Tables> {
     })
 }
 
+/// The relation `name` of `schema`, watched.
 fn relation(name: &CStr, schema: Oid) -> Option<Oid> {
     // SAFETY: a syscache look-up with a NUL-terminated name, inside the
     // caller's transaction; a missing relation gives InvalidOid.
     let oid = unsafe { pg_sys::get_relname_relid(name.as_ptr(), schema) };
-    (oid != Oid::INVALID).then_some(oid)
+    (oid != Oid::INVALID).then(|| {
+        watch(oid);
+        oid
+    })
 }
 
 /// The number of column `name` of `rel` if it has type `type_oid`.
@@ -193,16 +289,17 @@ fn column(rel: Oid, name: &CStr, type_oid: Oid) -> Option<i16> {
 fn partition(name: &CStr, schema: Oid) -> Option<Partition> {
     let oid = relation(name, schema)?;
     let id = column(oid, c"id", pg_sys::INT8OID)?;
+    let id_index = id_index(oid, id)?;
     Some(Partition {
         oid,
-        id_index: id_index(oid, id)?,
+        id_index,
         queue_id: column(oid, c"queue_id", pg_sys::INT4OID)?,
         lease: column(oid, c"lease", pg_sys::UUIDOID)?,
     })
 }
 
 /// A valid b-tree index of `table` on column `id` alone, without a
-/// predicate.
+/// predicate. Every index of the table is watched.
 fn id_index(table: Oid, id: i16) -> Option<Oid> {
     // SAFETY: inside the caller's transaction. Every relation opened here
     // is closed with the lock it was opened with; RelationGetIndexList
@@ -220,19 +317,21 @@ fn id_index(table: Oid, id: i16) -> Option<Oid> {
         };
         for at in 0..n {
             let oid = (*(*indexes).elements.add(at as usize)).oid_value;
+            watch(oid);
+            if found.is_some() {
+                continue;
+            }
             let index = pg_sys::index_open(oid, pg_sys::AccessShareLock as _);
             let form = (*index).rd_index;
             let fits = (*(*index).rd_rel).relam == pg_sys::BTREE_AM_OID
                 && (*form).indnatts == 1
-                && (*form).indisvalid
-                && (*form).indislive
+                && usable(index)
                 && *(*form).indkey.values.as_ptr() == id
                 && pg_sys::RelationGetIndexPredicate(index).is_null()
                 && pg_sys::RelationGetIndexExpressions(index).is_null();
             pg_sys::index_close(index, pg_sys::AccessShareLock as _);
             if fits {
                 found = Some(oid);
-                break;
             }
         }
         pg_sys::table_close(rel, pg_sys::AccessShareLock as _);
@@ -268,6 +367,30 @@ struct Open {
 
 const WRITE_LOCK: pg_sys::LOCKMODE = pg_sys::RowExclusiveLock as _;
 
+/// What opening the tables for a call gave.
+enum Opened {
+    Open(Open),
+    /// Not as this code expects: run the statement.
+    Unfit,
+    /// A relation they were looked up from changed meanwhile: look again.
+    Changed,
+}
+
+/// Whether an index may be used: valid, ready and live (an index that
+/// CREATE INDEX CONCURRENTLY is building, or that REINDEX CONCURRENTLY or
+/// DROP INDEX CONCURRENTLY is taking away, is not).
+///
+/// # Safety
+///
+/// `index` is open.
+unsafe fn usable(index: pg_sys::Relation) -> bool {
+    // SAFETY: as the caller promises, index and its rd_index are valid.
+    unsafe {
+        let form = (*index).rd_index;
+        (*form).indisvalid && (*form).indisready && (*form).indislive
+    }
+}
+
 /// Whether a table has anything the executor would apply to a write that
 /// this code does not: triggers, rules, row security.
 ///
@@ -282,16 +405,23 @@ unsafe fn plain_table(rel: pg_sys::Relation) -> bool {
 }
 
 impl Open {
-    fn tables(tables: Tables) -> Option<Open> {
-        // SAFETY: inside the caller's transaction. The oids were looked up
-        // in this backend and are forgotten when the extension's tables
-        // change; each relation is opened with the lock complete.sql takes
-        // on it (RowExclusiveLock on the tables it writes and on the
-        // indexes of the table it deletes from) and closed by Drop. The
-        // snapshot is registered (a copy, so that later snapshots do not
-        // overwrite it) and unregistered by Drop. An error raised meanwhile
-        // (a lock, the replica identity check) leaves all of it to the
-        // transaction's abort.
+    /// Opens `tables`, looked up when GENERATION was `generation`.
+    fn tables(tables: Tables, generation: u64) -> Opened {
+        let changed = || GENERATION.get() != generation;
+        // SAFETY: inside the caller's transaction. Each relation is opened
+        // with the lock complete.sql takes on it (RowExclusiveLock on the
+        // tables it writes and on the indexes of the table it deletes from)
+        // and closed by Drop, also when this returns early. Taking a lock
+        // delivers the invalidations sent before it, so once the tables are
+        // locked and nothing they were looked up from changed (GENERATION),
+        // their oids and their lists of indexes are current and stay so: a
+        // change to them needs a lock that conflicts with ours, and the
+        // concurrent forms of REINDEX and DROP INDEX wait for this
+        // transaction before they take an index away. Only then are the
+        // indexes opened. The snapshot is registered (a copy, so that later
+        // snapshots do not overwrite it) and unregistered by Drop. An error
+        // raised meanwhile (a lock, the replica identity check) leaves all
+        // of it to the transaction's abort.
         unsafe {
             let mut open = Open {
                 live: pg_sys::table_open(tables.live, WRITE_LOCK),
@@ -303,17 +433,29 @@ impl Open {
                 let rel = pg_sys::table_open(columns.oid, WRITE_LOCK);
                 open.partitions.push(OpenPartition {
                     rel,
-                    index: pg_sys::index_open(columns.id_index, WRITE_LOCK),
+                    index: std::ptr::null_mut(),
                     slot: pg_sys::table_slot_create(rel, std::ptr::null_mut()),
                     columns,
                 });
             }
             open.tallies = pg_sys::table_open(tables.tallies, WRITE_LOCK);
+            if changed() {
+                return Opened::Changed;
+            }
+            for p in &mut open.partitions {
+                p.index = pg_sys::index_open(p.columns.id_index, WRITE_LOCK);
+            }
+            if changed() {
+                return Opened::Changed;
+            }
             let plain = plain_table(open.live)
                 && plain_table(open.tallies)
-                && open.partitions.iter().all(|p| plain_table(p.rel));
+                && open
+                    .partitions
+                    .iter()
+                    .all(|p| plain_table(p.rel) && usable(p.index));
             if !plain {
-                return None;
+                return Opened::Unfit;
             }
             // A publication that publishes deletes from a table without a
             // replica identity refuses them, as for the statement.
@@ -325,7 +467,7 @@ impl Open {
             // command.
             pg_sys::CommandCounterIncrement();
             open.snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
-            Some(open)
+            Opened::Open(open)
         }
     }
 
@@ -481,7 +623,9 @@ impl Drop for Open {
             }
             for p in &self.partitions {
                 pg_sys::ExecDropSingleTupleTableSlot(p.slot);
-                pg_sys::index_close(p.index, pg_sys::NoLock as _);
+                if !p.index.is_null() {
+                    pg_sys::index_close(p.index, pg_sys::NoLock as _);
+                }
                 pg_sys::table_close(p.rel, pg_sys::NoLock as _);
             }
             pg_sys::table_close(self.live, pg_sys::NoLock as _);

@@ -522,6 +522,19 @@ pub fn forget_with_extension(forget: fn()) {
     });
 }
 
+/// Delivers to this backend's caches the invalidations that other
+/// sessions' committed changes sent (a queue altered or paused, an index
+/// rebuilt), before a cache that follows them is used. PostgreSQL delivers
+/// them when a lock is taken anew; a transaction that already holds its
+/// locks would otherwise go on with what it cached, where a statement
+/// would see the change.
+pub fn accept_invalidations() {
+    // SAFETY: reads the shared invalidation queue and runs the cache
+    // callbacks, as any lock acquisition inside a transaction may; callers
+    // hold no pointer into a cache across it.
+    unsafe { pg_sys::AcceptInvalidationMessages() };
+}
+
 /// The oid of `queue_queues`, the class of the locks taken on queues.
 pub fn queues_table() -> Oid {
     extension().queues_table

@@ -541,6 +541,53 @@ mod tests {
         );
     }
 
+    /// What the completion without the statement knows of the tables
+    /// follows them within one transaction: an index or a CHECK constraint
+    /// added to queue_tallies (whose insert here would not keep it) sends
+    /// completions to the statement, and once it is gone they skip the
+    /// statement again; so does an id index that is not valid.
+    #[pg_test]
+    fn a_completion_without_the_statement_follows_the_tables() {
+        use crate::complete_one::answered;
+        Spi::run("SELECT queue_create('t.follow', retention => '0')").unwrap();
+        Spi::run("SELECT queue_enqueue_batch('t.follow', array_fill('{}'::jsonb, ARRAY[6]))")
+            .unwrap();
+        let claim_and_complete = || -> i64 {
+            one("SELECT count(*) FROM queue_claim('t.follow') c WHERE queue_complete(c.id, c.lease)")
+        };
+        let skipped = |change: &str| {
+            Spi::run(change).unwrap();
+            let before = answered();
+            assert_eq!(claim_and_complete(), 1, "{change}");
+            answered() - before
+        };
+        assert_eq!(skipped("SELECT 1"), 1);
+        assert_eq!(
+            skipped("CREATE INDEX t_tallies ON queue_tallies (queue_id)"),
+            0
+        );
+        assert_eq!(skipped("DROP INDEX t_tallies"), 1);
+        assert_eq!(
+            skipped("ALTER TABLE queue_tallies ADD CONSTRAINT t_check CHECK (slot >= -1)"),
+            0
+        );
+        assert_eq!(
+            skipped("ALTER TABLE queue_tallies DROP CONSTRAINT t_check"),
+            1
+        );
+        assert_eq!(
+            skipped(
+                "UPDATE pg_index SET indisvalid = false
+                  WHERE indexrelid = 'queue_live_0_id_idx'::regclass"
+            ),
+            0
+        );
+        assert_eq!(
+            one::<i64>("SELECT succeeded_total FROM queue_stats WHERE queue = 't.follow'"),
+            6
+        );
+    }
+
     /// A publication that publishes deletes from the live partitions, which
     /// have no replica identity, refuses a completion without the statement
     /// as it refuses the statement's DELETE.
