@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The measurement behind the claim index (README, "Storage design"): with
+# The measurement behind the claim index (docs/storage.md): with
 # jobs in flight, does a claim of 100 stay O(batch)?
 #   A: claims update only unindexed columns (HOT), so the claim index keeps
 #      the jobs in flight and every claim walks past them;

@@ -1,6 +1,6 @@
 -- Tables behind the queue API. Ordinary roles never write them directly: every
 -- change goes through the queue_* functions, which run their statements as the
--- extension owner. See README.md ("Storage design") for why the job tables are
+-- extension owner. See docs/storage.md for why the job tables are
 -- shaped this way.
 
 -- Queue ids are never reused, so a job can never be mistaken for a job of a

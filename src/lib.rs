@@ -1,7 +1,8 @@
 //! `queue`: a durable job queue inside PostgreSQL.
 //!
-//! This file is only a table of contents. The SQL contract is in the README
-//! and in `sql/`; the Rust side checks arguments and runs the statements.
+//! This file is only a table of contents. The SQL contract is in
+//! docs/reference.md and `sql/`; the Rust side checks arguments and runs
+//! the statements.
 
 use pgrx::prelude::*;
 

@@ -1,4 +1,4 @@
-//! Push delivery in one database, as the README's delivery protocol says:
+//! Push delivery in one database, as docs/push.md's delivery protocol says:
 //!
 //! 1. claim a batch of a sender queue under the queue's lease, and commit
 //!    (the attempt is counted there);

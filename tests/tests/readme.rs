@@ -1,10 +1,11 @@
-//! The README's snippets, run as a new user pastes them, so that they stay
-//! true. Each snippet that runs is marked in README.md by an HTML comment
-//! right before its fenced block (`<!-- tested: NAME -->`, invisible when
-//! rendered); the blocks are read from README.md when the test runs, written
-//! to files and run against a cluster of their own with real clients: psql
-//! (`-v ON_ERROR_STOP=1`), python3 with psycopg 3, node with `pg`
-//! (tests/readme/node_modules), and cargo for the Rust loops. Each test
+//! The manual's snippets, run as a new user pastes them, so that they stay
+//! true. Each snippet that runs is marked, in README.md or a page of docs/,
+//! by an HTML comment right before its fenced block (`<!-- tested: NAME -->`,
+//! invisible when rendered); the blocks are read from those pages when the
+//! test runs (all the blocks of one name from one page, in their order),
+//! written to files and run against a cluster of their own with real
+//! clients: psql (`-v ON_ERROR_STOP=1`), python3 with psycopg 3, node with
+//! `pg` (tests/readme/node_modules), and cargo for the Rust loops. Each test
 //! checks what the snippet did to the jobs, and that a loop ends by itself.
 //!
 //! psycopg and `pg` come from `scripts/setup.sh` (`make setup`).
@@ -26,46 +27,79 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The code of every fenced block marked `<!-- tested: NAME ... -->` in
-/// README.md, in the order they appear; at least one.
-fn snippets(name: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+/// The manual's pages: README.md, then every docs/*.md in name order.
+fn pages() -> Vec<PathBuf> {
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .expect("docs/ is readable")
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    let mut pages = vec![root().join("README.md")];
+    pages.extend(docs);
+    pages
+}
+
+/// The page that marks NAME (its path from the repository's root), and the
+/// code of every fenced block marked `<!-- tested: NAME ... -->` there, in
+/// the order they appear; at least one, all on one page.
+fn marked(name: &str) -> (String, Vec<String>) {
     let marker = format!("<!-- tested: {name}");
-    let mut lines = readme.lines();
-    let mut found = Vec::new();
-    while let Some(line) = lines.next() {
-        let Some(rest) = line.strip_prefix(&marker) else {
-            continue;
-        };
-        if !(rest.starts_with(' ') || rest.starts_with("-->")) {
-            continue; // another name that starts with this one
-        }
-        let fence = lines.next().unwrap_or_default();
-        assert!(
-            fence.starts_with("```"),
-            "README.md: `{line}` is not followed by a fenced block"
-        );
-        let mut code = String::new();
-        for line in lines.by_ref() {
-            if line == "```" {
-                break;
+    let mut found: Vec<(String, String)> = Vec::new();
+    for page in pages() {
+        let shown = page.strip_prefix(root()).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&page).unwrap();
+        let mut lines = text.lines();
+        while let Some(line) = lines.next() {
+            let Some(rest) = line.strip_prefix(&marker) else {
+                continue;
+            };
+            if !(rest.starts_with(' ') || rest.starts_with("-->")) {
+                continue; // another name that starts with this one
             }
-            code.push_str(line);
-            code.push('\n');
+            let fence = lines.next().unwrap_or_default();
+            assert!(
+                fence.starts_with("```"),
+                "{shown}: `{line}` is not followed by a fenced block"
+            );
+            let mut code = String::new();
+            for line in lines.by_ref() {
+                if line == "```" {
+                    break;
+                }
+                code.push_str(line);
+                code.push('\n');
+            }
+            found.push((shown.clone(), code));
         }
-        found.push(code);
     }
     assert!(
         !found.is_empty(),
-        "README.md has no block marked `{marker}`"
+        "neither README.md nor docs/*.md has a block marked `{marker}`"
     );
-    found
+    let page = found[0].0.clone();
+    let elsewhere: Vec<&str> = found
+        .iter()
+        .map(|(p, _)| p.as_str())
+        .filter(|p| *p != page)
+        .collect();
+    assert!(
+        elsewhere.is_empty(),
+        "{page} marks {name}, and so do {elsewhere:?}: blocks of one name run in order, \
+         so they belong on one page"
+    );
+    (page, found.into_iter().map(|(_, code)| code).collect())
+}
+
+/// The code of every block marked NAME, in order.
+fn snippets(name: &str) -> Vec<String> {
+    marked(name).1
 }
 
 /// The one block marked NAME.
 fn snippet(name: &str) -> String {
-    let mut all = snippets(name);
-    assert_eq!(all.len(), 1, "README.md marks {name} more than once");
+    let (page, mut all) = marked(name);
+    assert_eq!(all.len(), 1, "{page} marks {name} more than once");
     all.remove(0)
 }
 
@@ -356,7 +390,7 @@ fn node_loop_works_through_its_jobs_and_stops() {
     );
 }
 
-/// The example's command line, then a crate of one's own as the README
+/// The example's command line, then a crate of one's own as the manual
 /// writes it (Cargo.toml and src/main.rs), built beside a "clone" of this
 /// repository (a symbolic link) and run.
 #[test]
