@@ -50,8 +50,10 @@ fi
 if [ -n "${PG_CONFIG:-}" ] && "$PG_CONFIG" --version 2>/dev/null | grep -q '^PostgreSQL 15\.'; then
     PG15_CONFIG=$PG_CONFIG
 fi
-if ! grep -qs "^pg15 = \"$PG15_CONFIG\"" "$HOME/.pgrx/config.toml" ||
-   ! grep -qs "^pg18 = \"$PG18_CONFIG\"" "$HOME/.pgrx/config.toml"; then
+# (pgrx keeps its configuration in PGRX_HOME, by default ~/.pgrx)
+pgrx_config=${PGRX_HOME:-$HOME/.pgrx}/config.toml
+if ! grep -qs "^pg15 = \"$PG15_CONFIG\"" "$pgrx_config" ||
+   ! grep -qs "^pg18 = \"$PG18_CONFIG\"" "$pgrx_config"; then
     cargo pgrx init --pg15 "$PG15_CONFIG" --pg18 "$PG18_CONFIG"
 fi
 
@@ -85,4 +87,11 @@ if [ ! -e tests/readme/node_modules/pg/package.json ] ||
    [ ! -e tests/readme/node_modules/standardwebhooks/package.json ]; then
     echo "installing node-postgres and standardwebhooks into tests/readme"
     npm ci --prefix tests/readme --no-audit --no-fund
+fi
+# Patroni with its Raft DCS (no etcd), which tests/ha/failover.py (make
+# test-ha) runs a three-node cluster with (it talks to PostgreSQL through the
+# psycopg 3 installed above). Pinned.
+if ! python3 -c 'import patroni' 2>/dev/null; then
+    echo "installing patroni for $(command -v python3)"
+    python3 -m pip install --quiet 'patroni[raft]==4.1.5'
 fi
