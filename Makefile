@@ -118,3 +118,8 @@ bench-tenants-smoke: install
 	cargo build --release -p queue-bench-tenants
 	BENCH_TENANTS=6 BENCH_STEADY_SECS=5 BENCH_SMOKE=1 BENCH_DOC= \
 	    BENCH_DIR=/tmp/qbench/tenants-smoke BENCH_PORT=54461 bench/tenants.sh
+
+## test-ha: automatic failover with Patroni: 3 nodes (Raft DCS, synchronous mode), the leader killed under load; nothing acknowledged lost, no effect repeated, the old leader rejoins as a replica (about a minute)
+.PHONY: test-ha
+test-ha: install-debug
+	python3 tests/ha/failover.py

@@ -76,7 +76,12 @@ CREATE TABLE queue_live (
     dedup_key        text,
     last_error       text,
     headers          jsonb,
-    payload          jsonb NOT NULL
+    payload          jsonb NOT NULL,
+    -- The job's identity for ever (webhook-id): random, so that no other
+    -- job has it, in any cluster, after a restore elsewhere or after a
+    -- failover that lost transactions and hands its id out again; kept
+    -- through every move (history, dead letters, retries, rotation).
+    uid              uuid NOT NULL DEFAULT gen_random_uuid()
 ) PARTITION BY LIST (slot);
 -- Invariants that only the extension's statements write, so they are not
 -- CHECK constraints (each would be parsed anew by every statement that
@@ -122,7 +127,8 @@ CREATE TABLE queue_done (
     dedup_key    text,
     last_error   text,
     headers      jsonb,
-    payload      jsonb NOT NULL
+    payload      jsonb NOT NULL,
+    uid          uuid NOT NULL
 ) PARTITION BY LIST (slot);
 
 -- How many partitions queue_done has: with queue_done_slot's four-hour
@@ -158,7 +164,8 @@ CREATE TABLE queue_dead (
     dedup_key    text,
     last_error   text,
     headers      jsonb,
-    payload      jsonb NOT NULL
+    payload      jsonb NOT NULL,
+    uid          uuid NOT NULL
 );
 CREATE INDEX queue_dead_queue ON queue_dead (queue_id, id);
 

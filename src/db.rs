@@ -203,6 +203,13 @@ pub fn run<'c>(
         }
         .raise();
     }
+    // Every statement may write (SPI's update asks for a transaction id at
+    // once, which a standby cannot give: XX000 otherwise).
+    // SAFETY: reads the shared state of recovery (a local flag once it has
+    // ended), in a backend attached to shared memory.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        QueueError::InRecovery.raise();
+    }
     let plan = plan(client, stmt);
     let table = client.update(plan, None, values).unwrap_or_else(|e| {
         QueueError::StatementShape {

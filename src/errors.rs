@@ -103,6 +103,8 @@ pub enum QueueError {
     WebhookSecret {
         problem: &'static str,
     },
+    /// A change to the queue on a hot standby (the server is in recovery).
+    InRecovery,
     /// A statement of the extension that does not match its declaration
     /// (queries.rs), or that SPI refused: a bug in the extension.
     StatementShape {
@@ -136,6 +138,7 @@ impl QueueError {
             | QueueError::WebhookSecret { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
             QueueError::WebhookNotAllowed { .. } => ERRCODE_INSUFFICIENT_PRIVILEGE,
             QueueError::StatementShape { .. } => ERRCODE_INTERNAL_ERROR,
+            QueueError::InRecovery => ERRCODE_READ_ONLY_SQL_TRANSACTION,
             QueueError::DeliveredBySender { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             QueueError::UndefinedSender { .. } | QueueError::SenderArguments { .. } => {
                 ERRCODE_UNDEFINED_FUNCTION
@@ -229,6 +232,9 @@ impl QueueError {
             QueueError::StatementShape { statement, detail } => {
                 format!("internal error in the queue extension's statement {statement}: {detail}")
             }
+            QueueError::InRecovery => {
+                "cannot change the queue during recovery: this server is a standby".into()
+            }
         }
     }
 
@@ -265,6 +271,11 @@ impl QueueError {
             }
             QueueError::SenderNotExecutable { .. } => Some(
                 "The sender runs as the role that registers it, which needs EXECUTE on it.".into(),
+            ),
+            QueueError::InRecovery => Some(
+                "Enqueue, claim and every other change go to the primary; a standby can read \
+                 the views and queue_job()."
+                    .into(),
             ),
             _ => None,
         }

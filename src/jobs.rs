@@ -29,6 +29,8 @@ pub struct Claimed {
     pub lease_expires_at: TimestampWithTimeZone,
     /// The request body of a webhook's job (claim's `bodies`).
     pub body: Option<String>,
+    /// Its `webhook-id`, the same on every attempt (with `bodies`).
+    pub webhook_id: Option<String>,
 }
 
 /// Claims up to `max_jobs` due jobs of `queue` in claim order, each under a
@@ -113,6 +115,7 @@ pub fn claim(
                 lease: row.value("lease"),
                 lease_expires_at: row.value("lease_expires_at"),
                 body: row.get("body"),
+                webhook_id: row.get("webhook_id"),
             };
             jobs.push(((Reverse(priority), run_at.into_inner(), id), job));
         }

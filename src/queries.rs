@@ -60,7 +60,7 @@ statements! {
     CLAIM = "claim.sql" (queue_id: INT4OID, limit: INT4OID, max_attempts: INT4OID,
         lease_until: TIMESTAMPTZOID, worker: TEXTOID, body_queue: TEXTOID)
         -> (id, state, payload, headers, attempts, enqueued_at, lease, lease_expires_at,
-            priority, run_at, body);
+            priority, run_at, webhook_id, body);
     COMPLETE = "complete.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
         status: TEXTOID, leases: UUIDARRAYOID) -> (id);
     FINISH = "finish.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,

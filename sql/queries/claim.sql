@@ -4,7 +4,8 @@
 -- comes back still 'ready', for the caller to move to the dead letters.
 -- With $6, the name of a webhook queue, each job comes with its request
 -- body: the job object a SQL sender gets (deliver_lock.sql), as JSON text,
--- built here rather than by a second look at the rows (NULL: no body).
+-- built here rather than by a second look at the rows, and its webhook-id
+-- (NULL: no body, no webhook-id).
 --
 -- The shape is deliberate. These statements run from one generic plan, in
 -- which LIMIT $2 is guessed at a tenth of the table: joined to the table,
@@ -24,6 +25,9 @@ UPDATE queue_live l
             FOR UPDATE SKIP LOCKED))
 RETURNING l.id, l.state, l.payload, l.headers, l.attempts, l.enqueued_at, l.lease,
           l.lease_expires_at, l.priority, l.run_at,
+          -- (the Standard Webhooks id: the job's uid, for ever)
+          CASE WHEN $6::text IS NOT NULL THEN 'msg_' || replace(l.uid::text, '-', '') END
+              AS webhook_id,
           CASE WHEN $6::text IS NOT NULL THEN
               jsonb_build_object('id', l.id, 'queue', $6::text, 'payload', l.payload,
                                  'headers', l.headers, 'attempt', l.attempts,

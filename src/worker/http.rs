@@ -224,7 +224,7 @@ impl Http {
             // an attempt that sends nothing
             let failed = jobs
                 .into_iter()
-                .map(|(id, lease, _)| Done {
+                .map(|(id, lease, _, _)| Done {
                     queue_id,
                     id,
                     lease,
@@ -241,19 +241,16 @@ impl Http {
                 tally: record(client, failed),
             };
         }
-        // SAFETY: MyDatabaseId is set when the worker connects to its
-        // database and never changes after.
-        let database = unsafe { pg_sys::MyDatabaseId }.to_u32();
         let requests = jobs
             .into_iter()
-            .map(|(id, lease, body)| Request {
+            .map(|(id, lease, body, webhook_id)| Request {
                 queue_id,
                 id,
                 lease,
                 url: hook.url.clone(),
                 headers: hook.headers.clone(),
                 body,
-                webhook_id: format!("msg_{database}_{id}"),
+                webhook_id,
                 key: hook.key.clone(),
                 timeout: hook.timeout,
             })
@@ -308,18 +305,20 @@ fn allow_list(client: &mut SpiClient<'_>) -> String {
 }
 
 /// Claims up to `size` due jobs of the queue, each with the body of its
-/// request: the job object a SQL sender gets. (id, lease, body) each.
+/// request (the job object a SQL sender gets) and its webhook-id. (id,
+/// lease, body, webhook-id) each.
 fn claim(
     client: &mut SpiClient<'_>,
     queue_id: i32,
     name: &str,
     size: usize,
-) -> Vec<(i64, Uuid, Vec<u8>)> {
+) -> Vec<(i64, Uuid, Vec<u8>, String)> {
     delivery::claim_for_worker(client, queue_id, name, size, true)
         .into_iter()
         .map(|job| {
             let body = job.body.expect("a claim with bodies");
-            (job.id, job.lease, body.into_bytes())
+            let webhook_id = job.webhook_id.expect("a claim with webhook-ids");
+            (job.id, job.lease, body.into_bytes(), webhook_id)
         })
         .collect()
 }

@@ -12,8 +12,25 @@ use crate::db;
 
 /// Runs `f` in a transaction of its own. (The worker's state that `f`
 /// touches is only ever used by this process, and an error ends it.)
+///
+/// A commit whose wait for a synchronous standby was cancelled, because
+/// the postmaster died (a failover manager killed it) or this process was
+/// told to end, may be on this server alone: nothing may act on it (send
+/// the webhook requests of a claim, claim on). PostgreSQL then marks the
+/// process to end (ProcDiePending) but raises no interrupt, and a busy
+/// worker would go on for a while: it ends here, as on SIGTERM.
 pub fn transaction<R>(f: impl FnOnce() -> R) -> R {
-    pgrx::bgworkers::BackgroundWorker::transaction(AssertUnwindSafe(f))
+    let result = pgrx::bgworkers::BackgroundWorker::transaction(AssertUnwindSafe(f));
+    // SAFETY: plain reads and a write of this process's interrupt flags,
+    // from its only thread that runs PostgreSQL code, as die() writes them;
+    // the check then ends the process through ProcessInterrupts.
+    unsafe {
+        if std::ptr::read_volatile(&raw const pg_sys::ProcDiePending) != 0 {
+            std::ptr::write_volatile(&raw mut pg_sys::InterruptPending, 1);
+        }
+    }
+    pgrx::check_for_interrupts!();
+    result
 }
 
 /// The search_path of the worker's statements: the extension's schema

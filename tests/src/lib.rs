@@ -46,6 +46,19 @@ pub fn as_owner(program: &Path) -> Command {
     }
 }
 
+/// A new empty directory that the server's user may write (an archive).
+pub fn server_writable_dir(path: &Path) {
+    let _ = std::fs::remove_dir_all(path);
+    std::fs::create_dir_all(path).unwrap();
+    if is_root() {
+        run({
+            let mut c = Command::new("chown");
+            c.args(["postgres:postgres"]).arg(path);
+            c
+        });
+    }
+}
+
 pub fn run(mut command: Command) {
     let out = command.output().expect("the command starts");
     assert!(
@@ -135,6 +148,133 @@ impl Cluster {
 
     pub fn data(&self) -> PathBuf {
         self.dir.join("data")
+    }
+
+    /// A directory of its own for a new cluster of the same PostgreSQL,
+    /// owned by the server's user.
+    fn sibling(&self) -> Cluster {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let dir = PathBuf::from(format!(
+            "/tmp/queue-standby-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        if is_root() {
+            run({
+                let mut c = Command::new("chown");
+                c.args(["postgres:postgres"]).arg(&dir);
+                c
+            });
+        }
+        Cluster {
+            dir,
+            bin: self.bin.clone(),
+        }
+    }
+
+    /// A hot standby of this cluster (`pg_basebackup -R`, streaming),
+    /// started, with `settings` added: its own socket directory, the same
+    /// preload.
+    pub fn standby(&self, settings: &[&str]) -> Cluster {
+        let standby = self.base_backup(&["-R"]);
+        standby.own_socket(settings);
+        standby.start_server();
+        standby
+    }
+
+    /// A base backup of this cluster (`pg_basebackup -X stream` and
+    /// `options`) in a cluster directory of its own, not started.
+    pub fn base_backup(&self, options: &[&str]) -> Cluster {
+        let backup = self.sibling();
+        run({
+            let mut c = as_owner(&self.bin.join("pg_basebackup"));
+            c.arg("-h")
+                .arg(&self.dir)
+                .args([
+                    "-p",
+                    &PORT.to_string(),
+                    "-U",
+                    "postgres",
+                    "-X",
+                    "stream",
+                    "-c",
+                    "fast",
+                ])
+                .args(options)
+                .arg("-D")
+                .arg(backup.data());
+            c
+        });
+        backup
+    }
+
+    /// Starts a base backup as a point-in-time recovery: WAL from
+    /// `archive`, up to the restore point `target`, then promoted; with
+    /// `settings` added.
+    pub fn recover_to(&self, archive: &Path, target: &str, settings: &[&str]) {
+        let restore = format!("restore_command = 'cp {}/%f %p'", archive.display());
+        let target = format!("recovery_target_name = '{target}'");
+        let mut lines = vec![
+            restore.as_str(),
+            target.as_str(),
+            "recovery_target_action = 'promote'",
+            "archive_mode = off",
+        ];
+        lines.extend_from_slice(settings);
+        self.own_socket(&lines);
+        std::fs::write(self.data().join("recovery.signal"), "").unwrap();
+        if is_root() {
+            run({
+                let mut c = Command::new("chown");
+                c.args(["postgres:postgres"])
+                    .arg(self.data().join("recovery.signal"));
+                c
+            });
+        }
+        self.start_server();
+    }
+
+    /// Points postgresql.conf at this cluster's own socket directory (a
+    /// copy of another cluster's data directory names the other's), and
+    /// adds `settings`.
+    fn own_socket(&self, settings: &[&str]) {
+        let socket = format!("unix_socket_directories = '{}'", self.dir.display());
+        let mut lines = vec![socket.as_str()];
+        lines.extend_from_slice(settings);
+        self.configure(&lines);
+    }
+
+    /// Promotes this standby and waits until it accepts writes.
+    pub fn promote(&self) {
+        run({
+            let mut c = as_owner(&self.bin.join("pg_ctl"));
+            c.arg("-D")
+                .arg(self.data())
+                .args(["-w", "-t", "60", "promote"]);
+            c
+        });
+    }
+
+    /// Turns this stopped cluster, a former primary, into a standby of
+    /// `primary` with pg_rewind (which needs wal_log_hints or checksums),
+    /// and starts it.
+    pub fn rewind_as_standby_of(&self, primary: &Cluster) {
+        let source = format!(
+            "host={} port={PORT} user=postgres dbname=postgres",
+            primary.dir.display()
+        );
+        run({
+            let mut c = as_owner(&self.bin.join("pg_rewind"));
+            c.arg("-D")
+                .arg(self.data())
+                .arg(format!("--source-server={source}"))
+                .arg("-R");
+            c
+        });
+        self.own_socket(&[]);
+        self.start_server();
     }
 
     /// Adds lines to postgresql.conf (they take effect at the next start).
