@@ -24,11 +24,11 @@
 //! replica identity.)
 //!
 //! What it knows of the tables (oids, column numbers, the index) follows
-//! the catalog as the executor's relation cache does: a relation cache
+//! the catalog as PostgreSQL's relation cache does: a relation cache
 //! invalidation of any relation it looked at (REINDEX, ALTER TABLE, a new
-//! index or constraint, VACUUM's statistics) makes it look again, and a
-//! call checks after taking its locks, which is when PostgreSQL delivers
-//! the invalidations that other sessions' committed changes sent, that
+//! index or constraint, VACUUM's statistics) makes it look them up again.
+//! PostgreSQL delivers the invalidations of other sessions' commits when a
+//! lock is taken, so a call checks again, once it holds its locks, that
 //! nothing it relies on changed meanwhile.
 
 use std::cell::{Cell, RefCell};

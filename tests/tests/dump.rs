@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use queue_client_tests::{one, Cluster, DB};
+use queue_client_tests::{eventually, one, Cluster, DB};
 
 /// Every retained job, every column, as text.
 fn snapshot(client: &mut queue_client_tests::Client) -> Vec<String> {
@@ -126,4 +126,113 @@ fn pg_dump_keeps_queues_and_jobs() {
         &[],
     );
     assert_eq!(claimed, 1, "the job enqueued after the rotation");
+}
+
+/// A tenant database with queues, pending and dead jobs, a sender, a webhook
+/// with its secret, counters and grants, dumped with `pg_dump -Fc` and
+/// restored with `pg_restore` into another cluster (where the roles were
+/// made first, as roles belong to the cluster): everything is there, ids
+/// continue, and once its worker runs the restored database is served.
+#[test]
+fn pg_restore_into_another_cluster_keeps_everything_and_is_served() {
+    use queue_client_tests::receiver::Receiver;
+    let receiver = Receiver::start();
+    let allow = format!("queue.webhook_allow = 'http://127.0.0.1:{}'", receiver.port);
+    let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let source = Cluster::start_with(&[&allow]);
+    let mut admin = source.connect();
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE app LOGIN;
+             REVOKE EXECUTE ON FUNCTION queue_enqueue(text, jsonb, interval, int, text, timestamptz, jsonb)
+                 FROM PUBLIC;
+             GRANT EXECUTE ON FUNCTION queue_enqueue(text, jsonb, interval, int, text, timestamptz, jsonb)
+                 TO app;
+             CREATE TABLE effects (job_id bigint);
+             CREATE FUNCTION record_effect(job jsonb) RETURNS void LANGUAGE sql
+                 AS $$ INSERT INTO effects VALUES ((job->>'id')::bigint) $$;
+             SELECT queue_create('d.pull', max_attempts => 1);
+             SELECT queue_enqueue_batch('d.pull', array_fill('{{}}'::jsonb, ARRAY[4]));
+             SELECT queue_complete(id, lease) FROM queue_claim('d.pull', 'w', 1);
+             SELECT queue_fail(id, lease, 'dead', permanent => true) FROM queue_claim('d.pull', 'w', 1);
+             SELECT queue_maintain(force => true);
+             SELECT queue_create('d.sql');
+             SELECT queue_register_sender('d.sql', 'record_effect(jsonb)');
+             SELECT queue_create('d.hook');
+             SELECT queue_register_webhook('d.hook', '{}', secret => '{secret}');
+             SELECT queue_pause('d.sql');
+             SELECT queue_pause('d.hook');
+             SELECT queue_enqueue_batch('d.sql', array_fill('{{}}'::jsonb, ARRAY[3]));
+             SELECT queue_enqueue_batch('d.hook', array_fill('{{}}'::jsonb, ARRAY[2]));",
+            receiver.url("/restored")
+        ))
+        .unwrap();
+    let state = |client: &mut queue_client_tests::Client| -> Vec<String> {
+        let mut all = snapshot(client);
+        for sql in [
+            "SELECT row(queue, paused, sender, pending, scheduled, processing, succeeded, failed,
+                        cancelled, enqueued_total, succeeded_total, failed_total)::text
+               FROM queue_stats ORDER BY queue",
+            "SELECT row(q.name, w.url, w.secret, w.max_in_flight)::text
+               FROM queue_webhooks w JOIN queue_queues q ON q.id = w.queue_id",
+            "SELECT p.oid::regprocedure::text || ' ' || coalesce(p.proacl::text, '')
+               FROM pg_proc p WHERE p.proname LIKE 'queue%' ORDER BY 1",
+        ] {
+            all.extend(client.query(sql, &[]).unwrap().iter().map(|r| r.get(0)));
+        }
+        all
+    };
+    let before = state(&mut admin);
+    let max_before: i64 = one(&mut admin, "SELECT max(id) FROM queue_jobs", &[]);
+
+    let dump = std::env::temp_dir().join(format!("queue-dump-{}.custom", std::process::id()));
+    let out = Command::new(source.bin("pg_dump"))
+        .arg("-h")
+        .arg(source.socket_dir())
+        .args(["-p", "5432", "-U", "postgres", "-Fc", "-f"])
+        .arg(&dump)
+        .arg(DB)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pg_dump: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let target = Cluster::start_bare(&queue_client_tests::pg_config(), &[&allow]);
+    let mut postgres = target.connect_to("postgres");
+    postgres.batch_execute("CREATE ROLE app LOGIN").unwrap();
+    postgres
+        .batch_execute(&format!("CREATE DATABASE {DB}"))
+        .unwrap();
+    let out = Command::new(target.bin("pg_restore"))
+        .arg("-h")
+        .arg(target.socket_dir())
+        .args(["-p", "5432", "-U", "postgres", "--exit-on-error", "-d", DB])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&dump);
+    assert!(
+        out.status.success(),
+        "pg_restore: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut restored = target.connect();
+    assert_eq!(state(&mut restored), before);
+    let next: i64 = one(&mut restored, "SELECT queue_enqueue('d.pull', '{}')", &[]);
+    assert!(next > max_before, "ids continue: {next} after {max_before}");
+    restored
+        .batch_execute("SELECT queue_resume('d.sql'); SELECT queue_resume('d.hook');")
+        .unwrap();
+    eventually("the restored database to be served", || {
+        one::<i64>(&mut restored, "SELECT count(*) FROM effects", &[]) == 3
+            && receiver.seen("/restored").len() == 2
+    });
+    for seen in receiver.seen("/restored") {
+        assert!(seen
+            .header("webhook-signature")
+            .is_some_and(|s| s.starts_with("v1,")));
+    }
 }

@@ -710,6 +710,43 @@ fn sender_examples_deliver_as_they_say() {
     assert_eq!(welcomes, 1);
 }
 
+/// The front page's short sender and webhook examples, as pasted: the
+/// sender delivers its job into the outbox; the webhook is registered in
+/// a database named mydb, as it says.
+#[test]
+fn front_page_sender_and_webhook_run_as_pasted() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    create_role(&mut admin, "teamlead");
+    admin
+        .batch_execute("GRANT CREATE ON SCHEMA public TO teamlead")
+        .unwrap();
+    psql_ok(&cluster, "teamlead", &snippet("front-sender"));
+    eventually("the sender's delivery", || {
+        jobs(&mut admin, "notifications")
+            == vec![job(r#"{"to": "ada@example.com"}"#, "succeeded", 1, None)]
+    });
+    let outbox: Vec<String> = admin
+        .query("SELECT recipient FROM public.outbox", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(outbox, ["ada@example.com"]);
+
+    admin.batch_execute("CREATE DATABASE mydb").unwrap();
+    let mut mydb = cluster.connect_to("mydb");
+    mydb.batch_execute("CREATE EXTENSION queue").unwrap();
+    let out = psql_in(&cluster, "postgres", "mydb", &snippet("front-webhook"));
+    assert!(out.status.success(), "{}", text(&out));
+    let sender: String = one(
+        &mut mydb,
+        "SELECT sender FROM queue_stats WHERE queue = 'orders'",
+        &[],
+    );
+    assert_eq!(sender, "POST https://hooks.example.com/in/orders");
+}
+
 /// The webhook section as pasted: the registration (in a database named
 /// mydb, as it says), then its Python and Node receivers verifying a
 /// request the worker really sent with the snippet's secret, and refusing

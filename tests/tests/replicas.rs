@@ -196,7 +196,10 @@ fn a_failover_to_a_synchronous_standby_loses_nothing() {
     const IN_FLIGHT: i64 = 16;
     let receiver = Receiver::start();
     let allow = format!("queue.webhook_allow = 'http://127.0.0.1:{}'", receiver.port);
-    let primary = Cluster::start_with(&[&allow, "wal_log_hints = on"]);
+    // (pg_rewind reads the old primary's WAL back to the checkpoint before
+    // the point where the two diverged: the crash recovery it runs first
+    // must not recycle it)
+    let primary = Cluster::start_with(&[&allow, "wal_log_hints = on", "wal_keep_size = '1GB'"]);
     let mut admin = primary.connect();
     admin.batch_execute(EFFECTS).unwrap();
     admin
