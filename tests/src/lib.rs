@@ -110,15 +110,7 @@ impl Cluster {
             std::process::id(),
             SEQ.fetch_add(1, Ordering::SeqCst)
         ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        if is_root() {
-            run({
-                let mut c = Command::new("chown");
-                c.args(["postgres:postgres"]).arg(&dir);
-                c
-            });
-        }
+        server_writable_dir(&dir);
         let cluster = Cluster { dir, bin };
         run({
             let mut c = as_owner(&cluster.bin.join("initdb"));
@@ -159,15 +151,7 @@ impl Cluster {
             std::process::id(),
             SEQ.fetch_add(1, Ordering::SeqCst)
         ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        if is_root() {
-            run({
-                let mut c = Command::new("chown");
-                c.args(["postgres:postgres"]).arg(&dir);
-                c
-            });
-        }
+        server_writable_dir(&dir);
         Cluster {
             dir,
             bin: self.bin.clone(),
@@ -306,6 +290,20 @@ impl Cluster {
 
     pub fn bin(&self, program: &str) -> PathBuf {
         self.bin.join(program)
+    }
+
+    /// Runs this PostgreSQL's client `program` (pg_dump, pg_restore,
+    /// psql) on this cluster as its superuser, with `args`; the test fails
+    /// with its output when it fails.
+    pub fn run_client(&self, program: &str, args: &[&str]) {
+        run({
+            let mut c = Command::new(self.bin(program));
+            c.arg("-h")
+                .arg(&self.dir)
+                .args(["-p", &PORT.to_string(), "-U", "postgres"])
+                .args(args);
+            c
+        });
     }
 
     /// What the server has logged so far.

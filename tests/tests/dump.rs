@@ -1,8 +1,6 @@
 //! pg_dump of a tenant database keeps its queues and jobs: restored into a
 //! new database, every job is back in the same state, and the queue works on.
 
-use std::process::Command;
-
 use queue_client_tests::{eventually, one, Cluster, DB};
 
 /// Every retained job, every column, as text.
@@ -45,32 +43,15 @@ fn pg_dump_keeps_queues_and_jobs() {
     assert_eq!(before.len(), 6);
 
     let dump = std::env::temp_dir().join(format!("queue-dump-{}.sql", std::process::id()));
-    let out = Command::new(cluster.bin("pg_dump"))
-        .arg("-h")
-        .arg(cluster.socket_dir())
-        .args(["-p", "5432", "-U", "postgres", "-f"])
-        .arg(&dump)
-        .arg(DB)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pg_dump: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-
+    let file = dump.to_str().unwrap();
+    cluster.run_client("pg_dump", &["-f", file, DB]);
     cluster
         .connect_to("postgres")
         .batch_execute("CREATE DATABASE restored")
         .unwrap();
-    let out = Command::new(cluster.bin("psql"))
-        .arg("-h")
-        .arg(cluster.socket_dir())
-        .args([
-            "-p",
-            "5432",
-            "-U",
-            "postgres",
+    cluster.run_client(
+        "psql",
+        &[
             "-X",
             "-q",
             "-v",
@@ -78,16 +59,10 @@ fn pg_dump_keeps_queues_and_jobs() {
             "-d",
             "restored",
             "-f",
-        ])
-        .arg(&dump)
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_file(&dump);
-    assert!(
-        out.status.success(),
-        "restore: {}",
-        String::from_utf8_lossy(&out.stderr)
+            file,
+        ],
     );
+    let _ = std::fs::remove_file(&dump);
 
     let mut restored = cluster.connect_to("restored");
     assert_eq!(snapshot(&mut restored), before);
@@ -186,38 +161,16 @@ fn pg_restore_into_another_cluster_keeps_everything_and_is_served() {
     let max_before: i64 = one(&mut admin, "SELECT max(id) FROM queue_jobs", &[]);
 
     let dump = std::env::temp_dir().join(format!("queue-dump-{}.custom", std::process::id()));
-    let out = Command::new(source.bin("pg_dump"))
-        .arg("-h")
-        .arg(source.socket_dir())
-        .args(["-p", "5432", "-U", "postgres", "-Fc", "-f"])
-        .arg(&dump)
-        .arg(DB)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pg_dump: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let file = dump.to_str().unwrap();
+    source.run_client("pg_dump", &["-Fc", "-f", file, DB]);
     let target = Cluster::start_bare(&queue_client_tests::pg_config(), &[&allow]);
     let mut postgres = target.connect_to("postgres");
     postgres.batch_execute("CREATE ROLE app LOGIN").unwrap();
     postgres
         .batch_execute(&format!("CREATE DATABASE {DB}"))
         .unwrap();
-    let out = Command::new(target.bin("pg_restore"))
-        .arg("-h")
-        .arg(target.socket_dir())
-        .args(["-p", "5432", "-U", "postgres", "--exit-on-error", "-d", DB])
-        .arg(&dump)
-        .output()
-        .unwrap();
+    target.run_client("pg_restore", &["--exit-on-error", "-d", DB, file]);
     let _ = std::fs::remove_file(&dump);
-    assert!(
-        out.status.success(),
-        "pg_restore: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 
     let mut restored = target.connect();
     assert_eq!(state(&mut restored), before);

@@ -7,7 +7,6 @@
 //! again, but never their webhook-ids.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 
 use queue_client_tests::receiver::{Receiver, Reply};
 use queue_client_tests::{eventually, one, Client, Cluster, DB};
@@ -143,47 +142,18 @@ fn a_restore_into_another_cluster_keeps_the_ids_and_new_jobs_differ() {
     let before = stored(&mut client);
 
     let dump = std::env::temp_dir().join(format!("queue-ids-{}.sql", std::process::id()));
-    let out = Command::new(source.bin("pg_dump"))
-        .arg("-h")
-        .arg(source.socket_dir())
-        .args(["-p", "5432", "-U", "postgres", "-f"])
-        .arg(&dump)
-        .arg(DB)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let file = dump.to_str().unwrap();
+    source.run_client("pg_dump", &["-f", file, DB]);
     let target = Cluster::start_bare(&queue_client_tests::pg_config(), &[&allow(&receiver)]);
     target
         .connect_to("postgres")
         .batch_execute(&format!("CREATE DATABASE {DB}"))
         .unwrap();
-    let out = Command::new(target.bin("psql"))
-        .arg("-h")
-        .arg(target.socket_dir())
-        .args([
-            "-p",
-            "5432",
-            "-U",
-            "postgres",
-            "-X",
-            "-q",
-            "-v",
-            "ON_ERROR_STOP=1",
-        ])
-        .args(["-d", DB, "-f"])
-        .arg(&dump)
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_file(&dump);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    target.run_client(
+        "psql",
+        &["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DB, "-f", file],
     );
+    let _ = std::fs::remove_file(&dump);
 
     let mut restored = target.connect();
     all_delivered(&mut restored);
