@@ -14,7 +14,186 @@ ALTER TABLE queue_done ALTER COLUMN uid DROP DEFAULT;
 ALTER TABLE queue_dead ADD COLUMN uid uuid NOT NULL DEFAULT gen_random_uuid();
 ALTER TABLE queue_dead ALTER COLUMN uid DROP DEFAULT;
 
--- The rotation copies the uid with the job (maintenance.sql).
+-- Groups, order and limits (docs/groups.md): a queue's options, a job's
+-- group and turn (every job there is now has none, and turn 0: the claim
+-- order stays as it was), the indexes that find a group's jobs, and the
+-- claims that rate limits count.
+ALTER TABLE queue_queues
+    ADD COLUMN ordered boolean NOT NULL DEFAULT false,
+    ADD COLUMN max_in_flight integer,
+    ADD COLUMN group_max_in_flight integer,
+    ADD COLUMN rate_limit integer,
+    ADD COLUMN rate_window interval,
+    ADD COLUMN group_rate_limit integer,
+    ADD COLUMN group_rate_window interval;
+ALTER TABLE queue_live
+    ADD COLUMN group_key text,
+    ADD COLUMN turn bigint NOT NULL DEFAULT 0;
+ALTER TABLE queue_done ADD COLUMN group_key text;
+ALTER TABLE queue_dead ADD COLUMN group_key text;
+DROP INDEX queue_live_ready;
+CREATE INDEX queue_live_ready ON queue_live (queue_id, priority DESC, turn, run_at, id)
+    WHERE state = 'ready';
+CREATE INDEX queue_live_group ON queue_live (queue_id, group_key, id)
+    WHERE group_key IS NOT NULL;
+CREATE INDEX queue_live_group_busy ON queue_live (queue_id, group_key)
+    WHERE state = 'processing' AND group_key IS NOT NULL;
+CREATE TABLE queue_claims (
+    queue_id   integer NOT NULL,
+    group_key  text,
+    claimed_at timestamptz NOT NULL,
+    jobs       integer NOT NULL
+);
+CREATE INDEX queue_claims_window ON queue_claims (queue_id, group_key, claimed_at);
+SELECT pg_catalog.pg_extension_config_dump('queue_claims', '');
+REVOKE ALL ON queue_claims FROM PUBLIC;
+
+-- A job's group in queue_jobs (views.sql).
+CREATE OR REPLACE VIEW queue_jobs AS
+SELECT j.id, q.name AS queue,
+       CASE j.state WHEN 'processing' THEN 'processing' ELSE 'pending' END AS status,
+       j.payload, j.headers, j.priority, j.attempts, q.max_attempts, j.run_at,
+       j.enqueued_at, NULL::timestamptz AS finished_at, j.last_error, j.worker,
+       j.lease_expires_at, j.dedup_key, j.group_key
+  FROM queue_live j JOIN queue_queues q ON q.id = j.queue_id
+UNION ALL
+SELECT j.id, q.name, j.status, j.payload, j.headers, j.priority, j.attempts,
+       q.max_attempts, j.run_at, j.enqueued_at, j.finished_at, j.last_error, j.worker,
+       NULL::timestamptz, j.dedup_key, j.group_key
+  FROM queue_done j JOIN queue_queues q ON q.id = j.queue_id
+UNION ALL
+SELECT j.id, q.name, 'failed', j.payload, j.headers, j.priority, j.attempts,
+       q.max_attempts, j.run_at, j.enqueued_at, j.finished_at, j.last_error, j.worker,
+       NULL::timestamptz, j.dedup_key, j.group_key
+  FROM queue_dead j JOIN queue_queues q ON q.id = j.queue_id;
+
+-- Four functions gain arguments: the old ones are renamed, the new ones
+-- made, and what a DBA granted or revoked on an old one is granted or
+-- revoked on its new one, then the old ones go. (The privileges the script
+-- sets are then forgotten as initial privileges, so that pg_dump keeps
+-- dumping them as the DBA's own, as it did before the update.)
+ALTER FUNCTION queue_create(text, integer, text, interval, interval, interval, interval)
+    RENAME TO queue_create_0_2_0;
+ALTER FUNCTION queue_alter(text, integer, text, interval, interval, interval, interval)
+    RENAME TO queue_alter_0_2_0;
+ALTER FUNCTION queue_enqueue(text, jsonb, interval, integer, text, timestamptz, jsonb)
+    RENAME TO queue_enqueue_0_2_0;
+ALTER FUNCTION queue_enqueue_batch(text, jsonb[], interval, integer)
+    RENAME TO queue_enqueue_batch_0_2_0;
+
+CREATE  FUNCTION "queue_create"(
+	"queue" TEXT, /* Option < & str > */
+	"max_attempts" INT DEFAULT 5, /* Option < i32 > */
+	"backoff" TEXT DEFAULT 'exponential', /* Option < & str > */
+	"retry_delay" interval DEFAULT '1 second', /* Option < Interval > */
+	"max_retry_delay" interval DEFAULT '1 hour', /* Option < Interval > */
+	"lease" interval DEFAULT '5 minutes', /* Option < Interval > */
+	"retention" interval DEFAULT '1 day', /* Option < Interval > */
+	"ordered" bool DEFAULT false, /* Option < bool > */
+	"max_in_flight" INT DEFAULT NULL, /* Option < i32 > */
+	"group_max_in_flight" INT DEFAULT NULL, /* Option < i32 > */
+	"rate_limit" TEXT DEFAULT NULL, /* Option < & str > */
+	"group_rate_limit" TEXT DEFAULT NULL /* Option < & str > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_create_wrapper';
+
+CREATE  FUNCTION "queue_alter"(
+	"queue" TEXT, /* Option < & str > */
+	"max_attempts" INT DEFAULT NULL, /* Option < i32 > */
+	"backoff" TEXT DEFAULT NULL, /* Option < & str > */
+	"retry_delay" interval DEFAULT NULL, /* Option < Interval > */
+	"max_retry_delay" interval DEFAULT NULL, /* Option < Interval > */
+	"lease" interval DEFAULT NULL, /* Option < Interval > */
+	"retention" interval DEFAULT NULL, /* Option < Interval > */
+	"ordered" bool DEFAULT NULL, /* Option < bool > */
+	"max_in_flight" INT DEFAULT NULL, /* Option < i32 > */
+	"group_max_in_flight" INT DEFAULT NULL, /* Option < i32 > */
+	"rate_limit" TEXT DEFAULT NULL, /* Option < & str > */
+	"group_rate_limit" TEXT DEFAULT NULL /* Option < & str > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_alter_wrapper';
+
+CREATE  FUNCTION "queue_enqueue"(
+	"queue" TEXT, /* Option < & str > */
+	"payload" jsonb, /* Option < Jsonb > */
+	"delay" interval DEFAULT '0', /* Option < Interval > */
+	"priority" INT DEFAULT 0, /* Option < i32 > */
+	"dedup_key" TEXT DEFAULT NULL, /* Option < & str > */
+	"run_at" timestamp with time zone DEFAULT NULL, /* Option < TimestampWithTimeZone > */
+	"headers" jsonb DEFAULT NULL, /* Option < Jsonb > */
+	"group_key" TEXT DEFAULT NULL /* Option < & str > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_enqueue_wrapper';
+
+CREATE  FUNCTION "queue_enqueue_batch"(
+	"queue" TEXT, /* Option < & str > */
+	"payloads" jsonb[], /* Option < JsonbArray > */
+	"delay" interval DEFAULT '0', /* Option < Interval > */
+	"priority" INT DEFAULT 0, /* Option < i32 > */
+	"group_keys" TEXT[] DEFAULT NULL, /* :: std :: option :: Option < Vec < Option < String > > > */
+	"dedup_keys" TEXT[] DEFAULT NULL /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS SETOF bigint /* i64 */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_enqueue_batch_wrapper';
+
+DO $$
+DECLARE
+    f record;
+    g record;
+BEGIN
+    FOR f IN
+        SELECT o.oid::regprocedure AS old, n.oid::regprocedure AS new, o.proacl
+          FROM pg_catalog.pg_proc o
+          JOIN pg_catalog.pg_proc n
+            ON n.pronamespace = o.pronamespace
+           AND n.proname = pg_catalog.left(o.proname, -6)
+         WHERE o.pronamespace = '@extschema@'::regnamespace
+           AND o.proname IN ('queue_create_0_2_0', 'queue_alter_0_2_0', 'queue_enqueue_0_2_0',
+                             'queue_enqueue_batch_0_2_0')
+           AND o.proacl IS NOT NULL
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f.new);
+        FOR g IN SELECT a.grantee, a.is_grantable FROM pg_catalog.aclexplode(f.proacl) a
+                  WHERE a.privilege_type = 'EXECUTE'
+        LOOP
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', f.new,
+                CASE WHEN g.grantee = 0 THEN 'PUBLIC'
+                     ELSE g.grantee::regrole::text END,
+                CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        END LOOP;
+        DELETE FROM pg_catalog.pg_init_privs
+         WHERE classoid = 'pg_catalog.pg_proc'::regclass AND objoid = f.new;
+    END LOOP;
+END
+$$;
+
+DROP FUNCTION queue_create_0_2_0(text, integer, text, interval, interval, interval, interval);
+DROP FUNCTION queue_alter_0_2_0(text, integer, text, interval, interval, interval, interval);
+DROP FUNCTION queue_enqueue_0_2_0(text, jsonb, interval, integer, text, timestamptz, jsonb);
+DROP FUNCTION queue_enqueue_batch_0_2_0(text, jsonb[], interval, integer);
+
+CREATE  FUNCTION "queue_groups"(
+	"queue" TEXT /* Option < & str > */
+) RETURNS TABLE (
+	"group_key" TEXT,  /* String */
+	"pending" bigint,  /* i64 */
+	"processing" bigint,  /* i64 */
+	"oldest_due_age" interval,  /* Option < Interval > */
+	"head_id" bigint  /* Option < i64 > */
+)
+STABLE PARALLEL RESTRICTED
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_groups_wrapper';
+
+-- The rotation copies the uid, the group and the turn with the job
+-- (maintenance.sql).
 CREATE OR REPLACE FUNCTION queue_rotate_live(force boolean DEFAULT false) RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, @extschema@, pg_temp
@@ -81,10 +260,11 @@ BEGIN
         EXECUTE format($sql$
             INSERT INTO queue_live (slot, queue_id, priority, attempts, id, run_at,
                 enqueued_at, lease_expires_at, lease, state, worker, dedup_key,
-                last_error, headers, payload, uid)
+                last_error, headers, payload, uid, group_key, turn)
             SELECT %s, l.queue_id, l.priority, l.attempts, l.id, l.run_at,
                    l.enqueued_at, l.lease_expires_at, l.lease, l.state, l.worker,
-                   l.dedup_key, l.last_error, l.headers, l.payload, l.uid
+                   l.dedup_key, l.last_error, l.headers, l.payload, l.uid, l.group_key,
+                   l.turn
               FROM %s l
              WHERE EXISTS (SELECT FROM queue_queues q WHERE q.id = l.queue_id)
             $sql$, 1 - current_slot, source);

@@ -26,7 +26,16 @@ CREATE TABLE queue_queues (
     sender          text,
     sender_role     regrole,
     batch_size      integer,
-    CHECK ((sender IS NULL) = (sender_role IS NULL) AND (sender IS NULL) = (batch_size IS NULL))
+    CHECK ((sender IS NULL) = (sender_role IS NULL) AND (sender IS NULL) = (batch_size IS NULL)),
+    -- Groups, order and limits (docs/groups.md); NULL: no limit. A rate
+    -- is `rate_limit` claims in any window of `rate_window`.
+    ordered             boolean NOT NULL DEFAULT false,
+    max_in_flight       integer,
+    group_max_in_flight integer,
+    rate_limit          integer,
+    rate_window         interval,
+    group_rate_limit    integer,
+    group_rate_window   interval
 );
 ALTER SEQUENCE queue_queue_id_seq OWNED BY queue_queues.id;
 
@@ -81,7 +90,12 @@ CREATE TABLE queue_live (
     -- job has it, in any cluster, after a restore elsewhere or after a
     -- failover that lost transactions and hands its id out again; kept
     -- through every move (history, dead letters, retries, rotation).
-    uid              uuid NOT NULL DEFAULT gen_random_uuid()
+    uid              uuid NOT NULL DEFAULT gen_random_uuid(),
+    -- The job's group (NULL: a group of its own), and its turn: the round
+    -- of fair turns it is claimed in (docs/groups.md). Every job of a queue
+    -- that never uses groups has turn 0, so the claim order is as before.
+    group_key        text,
+    turn             bigint NOT NULL DEFAULT 0
 ) PARTITION BY LIST (slot);
 -- Invariants that only the extension's statements write, so they are not
 -- CHECK constraints (each would be parsed anew by every statement that
@@ -96,7 +110,7 @@ CREATE TABLE queue_live_1 PARTITION OF queue_live FOR VALUES IN (1)
 
 CREATE INDEX queue_live_id ON queue_live (id);
 -- The claim order.
-CREATE INDEX queue_live_ready ON queue_live (queue_id, priority DESC, run_at, id)
+CREATE INDEX queue_live_ready ON queue_live (queue_id, priority DESC, turn, run_at, id)
     WHERE state = 'ready';
 -- Jobs scheduled for later, in the order they fall due.
 CREATE INDEX queue_live_scheduled ON queue_live (queue_id, run_at) WHERE state = 'scheduled';
@@ -105,6 +119,13 @@ CREATE INDEX queue_live_leased ON queue_live (queue_id, lease_expires_at)
     WHERE state = 'processing';
 CREATE INDEX queue_live_dedup ON queue_live (queue_id, dedup_key)
     WHERE dedup_key IS NOT NULL;
+-- A group's jobs in enqueue order: its head (ordered queues), its last turn
+-- (enqueue), its counts (queue_groups). Jobs without a group are not in it.
+CREATE INDEX queue_live_group ON queue_live (queue_id, group_key, id)
+    WHERE group_key IS NOT NULL;
+-- A group's jobs in flight, for group_max_in_flight and ordered queues.
+CREATE INDEX queue_live_group_busy ON queue_live (queue_id, group_key)
+    WHERE state = 'processing' AND group_key IS NOT NULL;
 
 -- Succeeded and cancelled jobs, kept for their queue's retention, counted
 -- from finished_at (so a change of retention applies to them too).
@@ -128,7 +149,8 @@ CREATE TABLE queue_done (
     last_error   text,
     headers      jsonb,
     payload      jsonb NOT NULL,
-    uid          uuid NOT NULL
+    uid          uuid NOT NULL,
+    group_key    text
 ) PARTITION BY LIST (slot);
 
 -- How many partitions queue_done has: with queue_done_slot's four-hour
@@ -165,7 +187,8 @@ CREATE TABLE queue_dead (
     last_error   text,
     headers      jsonb,
     payload      jsonb NOT NULL,
-    uid          uuid NOT NULL
+    uid          uuid NOT NULL,
+    group_key    text
 );
 CREATE INDEX queue_dead_queue ON queue_dead (queue_id, id);
 
@@ -202,6 +225,18 @@ CREATE TABLE queue_tallies (
     failed          bigint NOT NULL DEFAULT 0
 ) WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.02);
 
+-- Claims of rate-limited queues (rate_limit, group_rate_limit): how many
+-- jobs one claim took, of one group (NULL: the queue as a whole), and when.
+-- A claim counts what its queue's window holds and deletes what has left
+-- every window. Written only for queues with a rate limit.
+CREATE TABLE queue_claims (
+    queue_id   integer NOT NULL,
+    group_key  text,
+    claimed_at timestamptz NOT NULL,
+    jobs       integer NOT NULL
+);
+CREATE INDEX queue_claims_window ON queue_claims (queue_id, group_key, claimed_at);
+
 -- pg_dump of a tenant database keeps its queues and jobs.
 SELECT pg_catalog.pg_extension_config_dump('queue_queues', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_queue_id_seq', '');
@@ -220,6 +255,7 @@ $$;
 SELECT pg_catalog.pg_extension_config_dump('queue_dead', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_counters', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_tallies', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_claims', '');
 
 -- The partition of queue_done that a job expiring at `expires` goes to: one
 -- four-hour window of every 32 hours, so that each partition empties soon

@@ -23,6 +23,49 @@ pub struct Queue {
     pub paused: bool,
     /// The signature of its sender, when the background worker delivers it.
     pub sender: Option<String>,
+    /// Groups, order and limits (docs/groups.md).
+    pub limits: Limits,
+}
+
+/// What a claim of a queue must hold to: the options of docs/groups.md.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Limits {
+    pub ordered: bool,
+    pub max_in_flight: Option<i32>,
+    pub group_max_in_flight: Option<i32>,
+    /// (jobs, window in microseconds)
+    pub rate: Option<(i32, i64)>,
+    pub group_rate: Option<(i32, i64)>,
+}
+
+impl Limits {
+    /// No option is set: a claim runs as it always did.
+    pub fn none(&self) -> bool {
+        *self == Limits::default()
+    }
+
+    /// How many of a group's jobs may be in flight at once (ordered: 1).
+    pub fn per_group(&self) -> Option<i32> {
+        if self.ordered {
+            Some(1)
+        } else {
+            self.group_max_in_flight
+        }
+    }
+
+    fn of_row(row: &db::Row<'_>) -> Limits {
+        let rate = |n: &str, window: &str| {
+            let n: Option<i32> = row.get(n);
+            n.zip(row.get::<Interval>(window).map(|w| micros(&w)))
+        };
+        Limits {
+            ordered: row.value("ordered"),
+            max_in_flight: row.get("max_in_flight"),
+            group_max_in_flight: row.get("group_max_in_flight"),
+            rate: rate("rate_limit", "rate_window"),
+            group_rate: rate("group_rate_limit", "group_rate_window"),
+        }
+    }
 }
 
 pub fn micros(i: &Interval) -> i64 {
@@ -44,6 +87,7 @@ pub fn find(client: &mut SpiClient<'_>, name: &str) -> Result<Option<Queue>, Que
         lease_us: micros(&row.value::<Interval>("lease")),
         paused: row.value("paused"),
         sender: row.get("sender"),
+        limits: Limits::of_row(&row),
     }))
 }
 
@@ -144,14 +188,56 @@ pub fn lock_queue(id: i32, exclusive: bool) {
 /// indexes use, so its definition never changes under data on disk), never
 /// Rust's DefaultHasher, whose algorithm may change with the Rust release
 /// that built the library.
+///
+/// Each also takes the queue's dedup lock shared, which a batch with dedup
+/// keys takes exclusive (`lock_dedup_keys`).
 pub fn lock_dedup_key(queue_id: i32, key: &str) {
+    lock_object(
+        Oid::from(queue_id as u32),
+        DEDUP_ALL_LOCK,
+        pg_sys::ShareLock,
+    );
+    lock_object(key_hash(queue_id, key), DEDUP_LOCK, pg_sys::ExclusiveLock);
+}
+
+/// Taken by a batch enqueue with dedup keys until the end of the
+/// transaction: every enqueue with a dedup key into the queue waits for it
+/// (and it for them). One lock for the whole batch, however many keys it
+/// has: a lock per key could fill the lock table.
+pub fn lock_dedup_keys(queue_id: i32) {
+    lock_object(
+        Oid::from(queue_id as u32),
+        DEDUP_ALL_LOCK,
+        pg_sys::ExclusiveLock,
+    );
+}
+
+/// Taken by an enqueue with a group key into an ordered queue until the end
+/// of the transaction: the jobs of one group commit in the order of their
+/// ids, so a claim never sees a group's later job before an earlier one.
+pub fn lock_group(queue_id: i32, key: &str) {
+    lock_object(key_hash(queue_id, key), GROUP_LOCK, pg_sys::ExclusiveLock);
+}
+
+/// Taken by a claim of a queue with a limit (or ordered) until the end of
+/// the transaction: such claims run one at a time, each seeing what the
+/// last one claimed, so together they never pass a limit.
+pub fn lock_claims(queue_id: i32) {
+    lock_object(
+        Oid::from(queue_id as u32),
+        CLAIM_LOCK,
+        pg_sys::ExclusiveLock,
+    );
+}
+
+/// A name for the lock of `key` in queue `queue_id` (see lock_dedup_key).
+fn key_hash(queue_id: i32, key: &str) -> Oid {
     let mut bytes = queue_id.to_be_bytes().to_vec();
     bytes.extend_from_slice(key.as_bytes());
-    let length = i32::try_from(bytes.len()).expect("a dedup key of less than 2 GB");
+    let length = i32::try_from(bytes.len()).expect("a key of less than 2 GB");
     // SAFETY: hash_bytes reads `length` bytes from the pointer and keeps
     // nothing; the vector outlives the call.
-    let hash = unsafe { hash_bytes(bytes.as_ptr(), length) };
-    lock_object(Oid::from(hash), DEDUP_LOCK, pg_sys::ExclusiveLock);
+    Oid::from(unsafe { hash_bytes(bytes.as_ptr(), length) })
 }
 
 // From common/hashfn.h, which pgrx does not bind.
@@ -163,6 +249,9 @@ unsafe extern "C-unwind" {
 /// space of their own (advisory locks would share the users' one).
 const QUEUE_LOCK: u16 = 0;
 const DEDUP_LOCK: u16 = 1;
+const DEDUP_ALL_LOCK: u16 = 2;
+const GROUP_LOCK: u16 = 3;
+const CLAIM_LOCK: u16 = 4;
 
 fn lock_object(object: Oid, kind: u16, mode: u32) {
     // SAFETY: called inside a transaction (an API call), which owns the lock

@@ -8,9 +8,10 @@ use pgrx::datum::{Interval, TimestampWithTimeZone, Uuid};
 use pgrx::pg_sys;
 use pgrx::spi::SpiClient;
 
-use crate::catalog::{micros, Queue};
+use crate::catalog::{self, micros, Queue};
 use crate::db::{self, args};
 use crate::jsonb::Jsonb;
+use crate::limits;
 use crate::policy::{add_delay, after_failure, Backoff, FailOutcome};
 use crate::queries;
 
@@ -33,10 +34,18 @@ pub struct Claimed {
     pub webhook_id: Option<String>,
 }
 
+/// What a claim took.
+pub struct Claim {
+    pub jobs: Vec<Claimed>,
+    /// A limit of the queue (docs/groups.md) kept some ready job back.
+    pub held_back: bool,
+}
+
 /// Claims up to `max_jobs` due jobs of `queue` in claim order, each under a
-/// new lease of `lease_us`, for `worker`. Expired leases come back first;
-/// jobs found with no attempt left go to the dead letters on the way.
-/// `bodies`: each job comes with its webhook request's body.
+/// new lease of `lease_us`, for `worker`, within the queue's limits.
+/// Expired leases come back first; jobs found with no attempt left go to
+/// the dead letters on the way. `bodies`: each job comes with its webhook
+/// request's body.
 pub fn claim(
     client: &mut SpiClient<'_>,
     queue: &Queue,
@@ -44,7 +53,7 @@ pub fn claim(
     lease_us: i64,
     worker: Option<&str>,
     bodies: bool,
-) -> Vec<Claimed> {
+) -> Claim {
     let now = crate::time::now_us();
     let at = db::timestamp(now);
     let chores = db::run(
@@ -82,43 +91,88 @@ pub fn claim(
     }
 
     let expires = db::timestamp(add_delay(now, lease_us));
-    let mut jobs = Vec::with_capacity(max_jobs);
-    loop {
-        let wanted = (max_jobs - jobs.len()) as i32;
-        let rows = db::run(
-            client,
-            &queries::CLAIM,
-            args![
-                queue_id = queue.id,
-                limit = wanted,
-                max_attempts = queue.max_attempts,
-                lease_until = expires,
-                worker = worker,
-                body_queue = bodies.then_some(queue.name.as_str()),
-            ],
-        );
-        let mut exhausted = Vec::new();
-        for row in rows {
+    let claim = |client: &mut SpiClient<'_>, wanted: usize, ids: Option<Vec<i64>>| {
+        let (stmt, ids) = match ids {
+            None => (&queries::CLAIM, None),
+            Some(ids) => (&queries::CLAIM_IDS, Some(ids)),
+        };
+        let (names, values) = args![
+            queue_id = queue.id,
+            limit = wanted as i32,
+            max_attempts = queue.max_attempts,
+            lease_until = expires,
+            worker = worker,
+            body_queue = bodies.then_some(queue.name.as_str()),
+            ids = ids,
+        ];
+        // (claim_next.sql has no `ids`)
+        let used = stmt.params.len();
+        let rows = db::run(client, stmt, (&names[..used], &values[..used]));
+        rows.map(|row| {
             let id: i64 = row.value("id");
             if row.value::<String>("state") == "ready" {
-                exhausted.push(id);
-                continue;
+                return Err(id);
             }
-            let priority: i32 = row.value("priority");
-            let run_at: TimestampWithTimeZone = row.value("run_at");
-            let job = Claimed {
+            let order = (
+                Reverse(row.value::<i32>("priority")),
+                row.value::<i64>("turn"),
+                row.value::<TimestampWithTimeZone>("run_at").into_inner(),
                 id,
-                payload: row.value("payload"),
-                headers: row.get("headers"),
-                attempt: row.value("attempts"),
-                enqueued_at: row.value("enqueued_at"),
-                lease: row.value("lease"),
-                lease_expires_at: row.value("lease_expires_at"),
-                body: row.get("body"),
-                webhook_id: row.get("webhook_id"),
-            };
-            jobs.push(((Reverse(priority), run_at.into_inner(), id), job));
+            );
+            Ok((
+                order,
+                row.get::<String>("group_key"),
+                Claimed {
+                    id,
+                    payload: row.value("payload"),
+                    headers: row.get("headers"),
+                    attempt: row.value("attempts"),
+                    enqueued_at: row.value("enqueued_at"),
+                    lease: row.value("lease"),
+                    lease_expires_at: row.value("lease_expires_at"),
+                    body: row.get("body"),
+                    webhook_id: row.get("webhook_id"),
+                },
+            ))
+        })
+        .collect::<Vec<_>>()
+    };
+
+    let limited = !queue.limits.none();
+    if limited {
+        catalog::lock_claims(queue.id);
+    }
+    let mut jobs = Vec::with_capacity(max_jobs);
+    let mut held_back = false;
+    loop {
+        let wanted = max_jobs - jobs.len();
+        let ids = if limited {
+            let chosen = limits::choose(client, queue, wanted, now);
+            held_back |= chosen.held_back;
+            if chosen.ids.is_empty() {
+                break;
+            }
+            Some(chosen.ids)
+        } else {
+            None
+        };
+        let mut exhausted = Vec::new();
+        let mut claimed = Vec::new();
+        for row in claim(client, wanted, ids) {
+            match row {
+                Ok(job) => claimed.push(job),
+                Err(id) => exhausted.push(id),
+            }
         }
+        if limited {
+            limits::note(
+                client,
+                queue,
+                now,
+                claimed.iter().map(|(_, group, _)| group.as_deref()),
+            );
+        }
+        jobs.extend(claimed);
         // Jobs with no attempt left go to the dead letters; look for
         // others to fill the batch.
         let done = exhausted.is_empty();
@@ -127,8 +181,11 @@ pub fn claim(
             break;
         }
     }
-    jobs.sort_unstable_by_key(|(order, _)| *order);
-    jobs.into_iter().map(|(_, job)| job).collect()
+    jobs.sort_unstable_by_key(|(order, _, _)| *order);
+    Claim {
+        jobs: jobs.into_iter().map(|(_, _, job)| job).collect(),
+        held_back,
+    }
 }
 
 /// Jobs bury_expired() takes per call: one short transaction's worth.

@@ -15,6 +15,7 @@ mod errors;
 mod gucs;
 mod jobs;
 mod jsonb;
+mod limits;
 mod policy;
 mod queries;
 mod regprocedure;

@@ -32,24 +32,31 @@ macro_rules! statements {
 
 statements! {
     FIND_QUEUE = "find_queue.sql" (name: TEXTOID)
-        -> (id, owner, max_attempts, lease, paused, sender);
+        -> (id, owner, max_attempts, lease, paused, sender, ordered, max_in_flight,
+            group_max_in_flight, rate_limit, rate_window, group_rate_limit, group_rate_window);
     QUEUE_KEEPS = "queue_keeps.sql" (queue_id: INT4OID) -> (kept);
     CREATE_QUEUE = "create_queue.sql" (name: TEXTOID, owner: OIDOID, max_attempts: INT4OID,
         backoff: TEXTOID, retry_delay: INTERVALOID, max_retry_delay: INTERVALOID,
-        lease: INTERVALOID, retention: INTERVALOID) -> ();
+        lease: INTERVALOID, retention: INTERVALOID, ordered: BOOLOID, max_in_flight: INT4OID,
+        group_max_in_flight: INT4OID, rate_limit: INT4OID, rate_window: INTERVALOID,
+        group_rate_limit: INT4OID, group_rate_window: INTERVALOID) -> ();
     ALTER_QUEUE = "alter_queue.sql" (queue_id: INT4OID, max_attempts: INT4OID, backoff: TEXTOID,
         retry_delay: INTERVALOID, max_retry_delay: INTERVALOID, lease: INTERVALOID,
-        retention: INTERVALOID) -> ();
+        retention: INTERVALOID, ordered: BOOLOID, max_in_flight: INT4OID,
+        group_max_in_flight: INT4OID, rate_limit: INT4OID, rate_window: INTERVALOID,
+        group_rate_limit: INT4OID, group_rate_window: INTERVALOID) -> ();
     DROP_QUEUE = "drop_queue.sql" (queue_id: INT4OID, force: BOOLOID) -> (dropped, unfinished);
     SET_PAUSED = "set_paused.sql" (queue_id: INT4OID, paused: BOOLOID) -> ();
     PURGE = "purge.sql" (queue_id: INT4OID, status: TEXTOID) -> (purged);
 
     ENQUEUE = "enqueue.sql" (queue_id: INT4OID, payload: JSONBOID, headers: JSONBOID,
         priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, dedup_key: TEXTOID,
-        now: TIMESTAMPTZOID) -> (id);
+        now: TIMESTAMPTZOID, group_key: TEXTOID) -> (id);
     ENQUEUE_BATCH = "enqueue_batch.sql" (queue_id: INT4OID, payloads: JSONBARRAYOID,
-        priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, now: TIMESTAMPTZOID)
-        -> (ids);
+        priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, now: TIMESTAMPTZOID,
+        group_keys: TEXTARRAYOID, dedup_keys: TEXTARRAYOID, skip: INT8ARRAYOID) -> (ids);
+    DEDUP_FIND_MANY = "dedup_find_many.sql" (queue_id: INT4OID, dedup_keys: TEXTARRAYOID)
+        -> (dedup_key, id);
     DEDUP_FIND = "dedup_find.sql" (queue_id: INT4OID, dedup_key: TEXTOID) -> (id);
 
     CLAIM_CHORES = "claim_chores.sql" (queue_id: INT4OID, now: TIMESTAMPTZOID)
@@ -57,10 +64,22 @@ statements! {
     PROMOTE = "promote.sql" (queue_id: INT4OID, now: TIMESTAMPTZOID, limit: INT4OID) -> ();
     TAKE_BACK = "take_back.sql" (queue_id: INT4OID, now: TIMESTAMPTZOID, limit: INT4OID,
         max_attempts: INT4OID) -> (id, exhausted);
-    CLAIM = "claim.sql" (queue_id: INT4OID, limit: INT4OID, max_attempts: INT4OID,
-        lease_until: TIMESTAMPTZOID, worker: TEXTOID, body_queue: TEXTOID)
+    CLAIM = "claim_set.sql" + "claim_next.sql" + "claim_returning.sql" (queue_id: INT4OID, limit: INT4OID,
+        max_attempts: INT4OID, lease_until: TIMESTAMPTZOID, worker: TEXTOID, body_queue: TEXTOID)
         -> (id, state, payload, headers, attempts, enqueued_at, lease, lease_expires_at,
-            priority, run_at, webhook_id, body);
+            priority, run_at, turn, webhook_id, body, group_key);
+    CLAIM_IDS = "claim_set.sql" + "claim_ids.sql" + "claim_returning.sql" (queue_id: INT4OID, limit: INT4OID,
+        max_attempts: INT4OID, lease_until: TIMESTAMPTZOID, worker: TEXTOID, body_queue: TEXTOID,
+        ids: INT8ARRAYOID)
+        -> (id, state, payload, headers, attempts, enqueued_at, lease, lease_expires_at,
+            priority, run_at, turn, webhook_id, body, group_key);
+    CLAIM_CANDIDATES = "claim_candidates.sql" (queue_id: INT4OID, limit: INT4OID,
+        ordered: BOOLOID) -> (id, group_key, head);
+    IN_FLIGHT = "in_flight.sql" (queue_id: INT4OID, groups: TEXTARRAYOID) -> (group_key, busy);
+    RATE_USED = "rate_used.sql" (queue_id: INT4OID, since: TIMESTAMPTZOID,
+        group_since: TIMESTAMPTZOID, groups: TEXTARRAYOID) -> (group_key, used);
+    RATE_NOTE = "rate_note.sql" (queue_id: INT4OID, before: TIMESTAMPTZOID, at: TIMESTAMPTZOID,
+        groups: TEXTARRAYOID, jobs: INT4ARRAYOID) -> ();
     COMPLETE = "complete.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
         status: TEXTOID, leases: UUIDARRAYOID) -> (id);
     FINISH = "finish.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
@@ -72,6 +91,9 @@ statements! {
     BURY = "bury.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID, error: TEXTOID) -> ();
     EXTEND = "extend.sql" (id: INT8OID, lease: UUIDOID, lease_until: TIMESTAMPTZOID)
         -> (lease_expires_at);
+
+    GROUPS = "groups.sql" (queue_id: INT4OID, ordered: BOOLOID)
+        -> (group_key, pending, processing, oldest_due_age, head_id);
 
     RETRY_FIND = "retry_find.sql" (id: INT8OID) -> (queue_id, dedup_key, has_sender);
     RETRY = "retry.sql" (id: INT8OID, run_at: TIMESTAMPTZOID) -> (queue_id);

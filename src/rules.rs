@@ -115,6 +115,74 @@ pub fn check_batch_len(argument: &'static str, len: usize) -> Result<(), QueueEr
     }
 }
 
+/// A job's group key: 1 to 255 characters.
+pub fn check_group_key(option: &'static str, key: &str) -> Result<(), QueueError> {
+    if (1..=255).contains(&key.chars().count()) {
+        Ok(())
+    } else {
+        Err(QueueError::OutOfRange {
+            option,
+            value: format!("\"{key}\""),
+            rule: "1 to 255 characters",
+        })
+    }
+}
+
+/// `max_in_flight` or `group_max_in_flight`: 0 is no limit.
+pub fn check_in_flight_limit(option: &'static str, value: i32) -> Result<i32, QueueError> {
+    if value >= 0 {
+        Ok(value)
+    } else {
+        Err(QueueError::OutOfRange {
+            option,
+            value: value.to_string(),
+            rule: "at least 0 (0: no limit)",
+        })
+    }
+}
+
+/// A rate limit's window: at least a millisecond, at most a day.
+pub const MAX_RATE_WINDOW_US: i64 = 86_400 * crate::time::SECOND_US;
+const RATE_RULE: &str = "'<n>/<interval>' with n at least 1 and an interval from 1 millisecond \
+                         to 1 day, or 'none'";
+
+/// A rate limit as given: 'none', or how many jobs and the text of the
+/// window, which the caller reads as an interval (`check_rate_window`).
+pub fn split_rate<'a>(
+    option: &'static str,
+    text: &'a str,
+) -> Result<Option<(i32, &'a str)>, QueueError> {
+    if text.trim().eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    let refused = || QueueError::OutOfRange {
+        option,
+        value: format!("'{text}'"),
+        rule: RATE_RULE,
+    };
+    let (n, window) = text.split_once('/').ok_or_else(refused)?;
+    match n.trim().parse::<i32>() {
+        Ok(n) if n >= 1 && !window.trim().is_empty() => Ok(Some((n, window.trim()))),
+        _ => Err(refused()),
+    }
+}
+
+/// The window of rate limit `text`, in microseconds (None: not an interval).
+pub fn check_rate_window(
+    option: &'static str,
+    text: &str,
+    window_us: Option<i64>,
+) -> Result<i64, QueueError> {
+    match window_us {
+        Some(us) if (1_000..=MAX_RATE_WINDOW_US).contains(&us) => Ok(us),
+        _ => Err(QueueError::OutOfRange {
+            option,
+            value: format!("'{text}'"),
+            rule: RATE_RULE,
+        }),
+    }
+}
+
 /// The longest a webhook request may take.
 pub const MAX_WEBHOOK_TIMEOUT_US: i64 = 3_600 * crate::time::SECOND_US;
 

@@ -4,9 +4,10 @@ WITH gone AS (
     DELETE FROM queue_live WHERE id = ANY ($1) RETURNING *
 ), dead AS (
     INSERT INTO queue_dead (id, queue_id, priority, attempts, run_at, enqueued_at, finished_at,
-                            worker, dedup_key, last_error, headers, payload, uid)
+                            worker, dedup_key, last_error, headers, payload, uid,
+                            group_key)
     SELECT id, queue_id, priority, attempts, run_at, enqueued_at, $2, worker, dedup_key,
-           coalesce($3, last_error), headers, payload, uid
+           coalesce($3, last_error), headers, payload, uid, group_key
       FROM gone
     RETURNING queue_id
 )

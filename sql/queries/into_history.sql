@@ -11,10 +11,10 @@ ended AS (
 done AS (
     INSERT INTO queue_done (slot, queue_id, priority, attempts, id, run_at, enqueued_at,
                             finished_at, expires_at, status, worker, dedup_key, last_error,
-                            headers, payload, uid)
+                            headers, payload, uid, group_key)
     SELECT queue_done_slot(e.expires), e.queue_id, e.priority, e.attempts, e.id, e.run_at,
            e.enqueued_at, $2, e.expires, $3, e.worker, e.dedup_key, e.last_error,
-           e.headers, e.payload, e.uid
+           e.headers, e.payload, e.uid, e.group_key
       FROM ended e
      WHERE e.kept
     RETURNING queue_id, slot

@@ -2,7 +2,9 @@
 -- earliest scheduled job of a sender queue, or the earliest lease to expire
 -- of a job the worker acts on then: any in a sender queue (the job comes
 -- back to be delivered), one with no attempt left in any queue (the job is
--- buried). NULL: nothing, ever.
+-- buried), or the end of the oldest claim in a rate window of a sender
+-- queue with ready jobs (one a rate limit held back may go).
+-- NULL: nothing, ever.
 SELECT least(
     (SELECT min(s.run_at)
        FROM queue_queues q
@@ -16,4 +18,13 @@ SELECT least(
                            WHERE queue_id = q.id AND state = 'processing'
                              AND ((q.sender IS NOT NULL AND NOT q.paused)
                                   OR attempts >= q.max_attempts)
-                           ORDER BY lease_expires_at LIMIT 1) e)) AS at
+                           ORDER BY lease_expires_at LIMIT 1) e),
+    (SELECT min(c.claimed_at + w.window_length)
+       FROM queue_queues q
+       JOIN queue_claims c ON c.queue_id = q.id
+      CROSS JOIN LATERAL (SELECT CASE WHEN c.group_key IS NULL THEN q.rate_window
+                                      ELSE q.group_rate_window END AS window_length) w
+      WHERE q.sender IS NOT NULL AND NOT q.paused
+        AND c.claimed_at + w.window_length > clock_timestamp()
+        AND EXISTS (SELECT FROM queue_live r WHERE r.queue_id = q.id AND r.state = 'ready'))
+) AS at

@@ -4,20 +4,21 @@ WITH dead AS (
     DELETE FROM queue_dead d
      WHERE d.id = $1 AND EXISTS (SELECT FROM queue_queues q WHERE q.id = d.queue_id)
     RETURNING d.id, d.queue_id, (-1)::smallint AS slot, 'failed' AS status, d.priority,
-              d.enqueued_at, d.dedup_key, d.last_error, d.headers, d.payload, d.uid
+              d.enqueued_at, d.dedup_key, d.last_error, d.headers, d.payload, d.uid,
+              d.group_key
 ), cancelled AS (
     DELETE FROM queue_done d
      WHERE d.id = $1 AND d.status = 'cancelled'
        AND EXISTS (SELECT FROM queue_queues q WHERE q.id = d.queue_id)
     RETURNING d.id, d.queue_id, d.slot, d.status, d.priority, d.enqueued_at, d.dedup_key,
-              d.last_error, d.headers, d.payload, d.uid
+              d.last_error, d.headers, d.payload, d.uid, d.group_key
 ), gone AS (
     SELECT * FROM dead UNION ALL SELECT * FROM cancelled
 ), back AS (
     INSERT INTO queue_live (slot, queue_id, priority, attempts, id, run_at, enqueued_at,
-                            state, dedup_key, last_error, headers, payload, uid)
+                            state, dedup_key, last_error, headers, payload, uid, group_key)
     SELECT (g.last_value % 2)::smallint, j.queue_id, j.priority, 0, j.id, $2, j.enqueued_at,
-           'ready', j.dedup_key, j.last_error, j.headers, j.payload, j.uid
+           'ready', j.dedup_key, j.last_error, j.headers, j.payload, j.uid, j.group_key
       FROM gone j, queue_live_generation g
 )
 INSERT INTO queue_tallies (queue_id, slot, cancelled, failed)

@@ -56,6 +56,7 @@ fn queue_claim(
         }
         let lease_us = lease_us.unwrap_or(queue.lease_us);
         jobs::claim(client, &queue, max_jobs, lease_us, worker, false)
+            .jobs
             .into_iter()
             .map(|job| {
                 (

@@ -2,6 +2,7 @@
 //! arguments, then runs its statements as the extension owner.
 
 mod consume;
+mod groups;
 mod produce;
 mod queues;
 mod repair;

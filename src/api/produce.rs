@@ -1,5 +1,7 @@
 //! Putting jobs on a queue.
 
+use std::collections::HashMap;
+
 use pgrx::datum::Interval;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
@@ -53,12 +55,16 @@ fn queue_enqueue(
     dedup_key: default!(Option<&str>, "NULL"),
     run_at: default!(Option<TimestampWithTimeZone>, "NULL"),
     headers: default!(Option<Jsonb>, "NULL"),
+    group_key: default!(Option<&str>, "NULL"),
 ) -> i64 {
     let name = required(queue, "queue");
     let payload = required(payload, "payload");
     let delay = required(delay, "delay");
     let priority = required(priority, "priority");
     rules::check_name(name).or_raise();
+    if let Some(key) = group_key {
+        rules::check_group_key("group_key", key).or_raise();
+    }
     if let Some(h) = headers {
         let kind = h.type_name();
         if kind != "object" {
@@ -73,6 +79,9 @@ fn queue_enqueue(
     let (due, state) = due(now, &delay, run_at);
     db::with_tables(|client| {
         let queue = queue_for_insert(client, name);
+        if let (Some(key), true) = (group_key, queue.limits.ordered) {
+            catalog::lock_group(queue.id, key);
+        }
         if let Some(key) = dedup_key {
             catalog::lock_dedup_key(queue.id, key);
             let existing = db::run(
@@ -96,6 +105,7 @@ fn queue_enqueue(
                 state = state,
                 dedup_key = dedup_key,
                 now = db::timestamp(now),
+                group_key = group_key,
             ],
         );
         let ids = rows.map(|r| r.value::<i64>("id")).collect();
@@ -111,6 +121,8 @@ fn queue_enqueue_batch(
     payloads: Option<JsonbArray>,
     delay: default!(Option<Interval>, "'0'"),
     priority: default!(Option<i32>, 0),
+    group_keys: default!(Option<Vec<Option<String>>>, "NULL"),
+    dedup_keys: default!(Option<Vec<Option<String>>>, "NULL"),
 ) -> SetOfIterator<'static, i64> {
     let name = required(queue, "queue");
     let payloads = required(payloads, "payloads");
@@ -132,6 +144,22 @@ fn queue_enqueue_batch(
         .raise();
     }
     rules::check_batch_len("payloads", shape.len).or_raise();
+    for (argument, keys) in [("group_keys", &group_keys), ("dedup_keys", &dedup_keys)] {
+        if let Some(keys) = keys {
+            if keys.len() != shape.len {
+                QueueError::ArrayLengthMismatch {
+                    left: argument,
+                    left_len: keys.len(),
+                    right: "payloads",
+                    right_len: shape.len,
+                }
+                .raise();
+            }
+        }
+    }
+    for key in group_keys.iter().flatten().flatten() {
+        rules::check_group_key("group_keys", key).or_raise();
+    }
     let now = crate::time::now_us();
     let (due, state) = due(now, &delay, None);
     let ids = db::with_tables(|client| {
@@ -139,6 +167,20 @@ fn queue_enqueue_batch(
         if shape.len == 0 {
             return Vec::new();
         }
+        if let (Some(keys), true) = (&group_keys, queue.limits.ordered) {
+            let mut keys: Vec<&str> = keys.iter().flatten().map(String::as_str).collect();
+            // (in one order, so that two batches never wait for each other)
+            keys.sort_unstable();
+            keys.dedup();
+            for key in keys {
+                catalog::lock_group(queue.id, key);
+            }
+        }
+        let taken = dedup_keys
+            .as_deref()
+            .map(|keys| taken_keys(client, queue.id, keys))
+            .unwrap_or_default();
+        let skip: Vec<i64> = taken.iter().map(|(at, _)| *at as i64 + 1).collect();
         let rows = db::run(
             client,
             &queries::ENQUEUE_BATCH,
@@ -149,12 +191,86 @@ fn queue_enqueue_batch(
                 run_at = db::timestamp(due),
                 state = state,
                 now = db::timestamp(now),
+                group_keys = group_keys.clone(),
+                dedup_keys = dedup_keys.clone(),
+                skip = (!skip.is_empty()).then_some(skip),
             ],
         );
         // (NULL: the queue was gone, and `inserted` says so)
-        let ids: Vec<i64> = rows.first().and_then(|r| r.get("ids")).unwrap_or_default();
-        wake::on_commit(queue.sender.is_some());
-        inserted(ids, name)
+        let new: Vec<i64> = rows.first().and_then(|r| r.get("ids")).unwrap_or_default();
+        if new.len() + taken.len() != shape.len {
+            inserted(Vec::new(), name);
+        }
+        wake::on_commit(queue.sender.is_some() && !new.is_empty());
+        in_input_order(new, taken, shape.len)
     });
     SetOfIterator::new(ids)
+}
+
+/// Where a job is in a batch's answer: its own new id, or that of the job
+/// that holds its dedup key (an unfinished one, or an earlier element's).
+enum Holder {
+    Job(i64),
+    Element(usize),
+}
+
+/// The elements of a batch whose dedup key is held (0-based), each with
+/// who holds it. Takes the queue's dedup lock, so that no other enqueue
+/// with a key runs meanwhile.
+fn taken_keys(
+    client: &mut SpiClient<'_>,
+    queue_id: i32,
+    keys: &[Option<String>],
+) -> Vec<(usize, Holder)> {
+    let wanted: Vec<&str> = keys.iter().flatten().map(String::as_str).collect();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    catalog::lock_dedup_keys(queue_id);
+    let mut held: HashMap<String, Holder> = db::run(
+        client,
+        &queries::DEDUP_FIND_MANY,
+        args![queue_id = queue_id, dedup_keys = wanted],
+    )
+    .map(|r| (r.value::<String>("dedup_key"), Holder::Job(r.value("id"))))
+    .collect();
+    let mut taken = Vec::new();
+    for (at, key) in keys.iter().enumerate() {
+        let Some(key) = key else { continue };
+        match held.get(key) {
+            Some(Holder::Job(id)) => taken.push((at, Holder::Job(*id))),
+            Some(Holder::Element(first)) => taken.push((at, Holder::Element(*first))),
+            None => {
+                held.insert(key.clone(), Holder::Element(at));
+            }
+        }
+    }
+    taken
+}
+
+/// A batch's answer, one id per element in input order: the new ids (in
+/// input order already) where an element was inserted, the holder's id
+/// where its dedup key was taken.
+fn in_input_order(new: Vec<i64>, taken: Vec<(usize, Holder)>, len: usize) -> Vec<i64> {
+    let mut ids: Vec<Option<i64>> = vec![None; len];
+    let mut taken = taken.into_iter().peekable();
+    let mut new = new.into_iter();
+    let mut holders = Vec::new();
+    for (at, id) in ids.iter_mut().enumerate() {
+        if taken.peek().is_some_and(|(t, _)| *t == at) {
+            let (_, holder) = taken.next().expect("peeked");
+            holders.push((at, holder));
+        } else {
+            *id = new.next();
+        }
+    }
+    for (at, holder) in holders {
+        ids[at] = match holder {
+            Holder::Job(id) => Some(id),
+            Holder::Element(first) => ids[first],
+        };
+    }
+    ids.into_iter()
+        .map(|id| id.expect("every element has an id"))
+        .collect()
 }

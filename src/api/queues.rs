@@ -35,10 +35,63 @@ struct Options<'a> {
     max_retry_delay: Option<Interval>,
     lease: Option<Interval>,
     retention: Option<Interval>,
+    ordered: Option<bool>,
+    max_in_flight: Option<i32>,
+    group_max_in_flight: Option<i32>,
+    rate_limit: Option<&'a str>,
+    group_rate_limit: Option<&'a str>,
+}
+
+/// A rate limit option as its two columns: how many jobs (0: no limit) and
+/// the window. (None, None): not given.
+type Rate = (Option<i32>, Option<Interval>);
+
+/// Reads rate limit option `option` (`'<n>/<interval>'` or `'none'`); the
+/// interval by PostgreSQL's own input function.
+fn rate(option: &'static str, text: Option<&str>) -> Result<Rate, QueueError> {
+    let Some(text) = text else {
+        return Ok((None, None));
+    };
+    let Some((n, window)) = rules::split_rate(option, text)? else {
+        return Ok((Some(0), None));
+    };
+    let interval = parse_interval(window);
+    rules::check_rate_window(option, text, interval.as_ref().map(catalog::micros))?;
+    Ok((Some(n), interval))
+}
+
+/// `text` as an interval, or None when PostgreSQL does not read it as one.
+fn parse_interval(text: &str) -> Option<Interval> {
+    let text = std::ffi::CString::new(text).ok()?;
+    // (in a subtransaction: a refusal raises an error, which becomes None)
+    crate::worker::subxact::run(|| {
+        // SAFETY: interval_in reads the NUL-terminated string, which
+        // outlives the call, and takes the type modifier -1 (none).
+        unsafe {
+            pgrx::direct_function_call::<Interval>(
+                pg_sys::interval_in,
+                &[
+                    text.as_c_str().into_datum(),
+                    pg_sys::InvalidOid.into_datum(),
+                    (-1i32).into_datum(),
+                ],
+            )
+        }
+    })
+    .ok()
+    .flatten()
 }
 
 impl Options<'_> {
     fn check(&self) -> Result<(), QueueError> {
+        for (option, value) in [
+            ("max_in_flight", self.max_in_flight),
+            ("group_max_in_flight", self.group_max_in_flight),
+        ] {
+            if let Some(n) = value {
+                rules::check_in_flight_limit(option, n)?;
+            }
+        }
         if let Some(n) = self.max_attempts {
             rules::check_max_attempts(n)?;
         }
@@ -69,6 +122,9 @@ impl Options<'_> {
         stmt: &'static db::Statement,
         leading: Vec<(&'static str, DatumWithOid<'_>)>,
     ) {
+        let (rate_limit, rate_window) = rate("rate_limit", self.rate_limit).or_raise();
+        let (group_rate_limit, group_rate_window) =
+            rate("group_rate_limit", self.group_rate_limit).or_raise();
         let (mut names, mut values): (Vec<_>, Vec<_>) = leading.into_iter().unzip();
         names.extend([
             "max_attempts",
@@ -77,6 +133,13 @@ impl Options<'_> {
             "max_retry_delay",
             "lease",
             "retention",
+            "ordered",
+            "max_in_flight",
+            "group_max_in_flight",
+            "rate_limit",
+            "rate_window",
+            "group_rate_limit",
+            "group_rate_window",
         ]);
         values.extend([
             self.max_attempts.into(),
@@ -85,6 +148,13 @@ impl Options<'_> {
             self.max_retry_delay.into(),
             self.lease.into(),
             self.retention.into(),
+            self.ordered.into(),
+            self.max_in_flight.into(),
+            self.group_max_in_flight.into(),
+            rate_limit.into(),
+            rate_window.into(),
+            group_rate_limit.into(),
+            group_rate_window.into(),
         ]);
         db::run(client, stmt, (&names, &values));
     }
@@ -99,6 +169,11 @@ fn queue_create(
     max_retry_delay: default!(Option<Interval>, "'1 hour'"),
     lease: default!(Option<Interval>, "'5 minutes'"),
     retention: default!(Option<Interval>, "'1 day'"),
+    ordered: default!(Option<bool>, false),
+    max_in_flight: default!(Option<i32>, "NULL"),
+    group_max_in_flight: default!(Option<i32>, "NULL"),
+    rate_limit: default!(Option<&str>, "NULL"),
+    group_rate_limit: default!(Option<&str>, "NULL"),
 ) {
     let name = required(queue, "queue");
     let options = Options {
@@ -108,6 +183,11 @@ fn queue_create(
         max_retry_delay: Some(required(max_retry_delay, "max_retry_delay")),
         lease: Some(required(lease, "lease")),
         retention: Some(required(retention, "retention")),
+        ordered,
+        max_in_flight,
+        group_max_in_flight,
+        rate_limit,
+        group_rate_limit,
     };
     rules::check_name(name).or_raise();
     options.check().or_raise();
@@ -130,6 +210,11 @@ fn queue_alter(
     max_retry_delay: default!(Option<Interval>, "NULL"),
     lease: default!(Option<Interval>, "NULL"),
     retention: default!(Option<Interval>, "NULL"),
+    ordered: default!(Option<bool>, "NULL"),
+    max_in_flight: default!(Option<i32>, "NULL"),
+    group_max_in_flight: default!(Option<i32>, "NULL"),
+    rate_limit: default!(Option<&str>, "NULL"),
+    group_rate_limit: default!(Option<&str>, "NULL"),
 ) {
     let name = required(queue, "queue");
     let options = Options {
@@ -139,6 +224,11 @@ fn queue_alter(
         max_retry_delay,
         lease,
         retention,
+        ordered,
+        max_in_flight,
+        group_max_in_flight,
+        rate_limit,
+        group_rate_limit,
     };
     rules::check_name(name).or_raise();
     options.check().or_raise();
@@ -148,6 +238,8 @@ fn queue_alter(
             &queries::ALTER_QUEUE,
             vec![("queue_id", queue.id.into())],
         );
+        // (a limit raised or removed lets held jobs go)
+        wake::on_commit(queue.sender.is_some());
     })
 }
 

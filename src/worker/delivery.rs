@@ -249,7 +249,8 @@ impl Delivery {
                 self.http.start(batch.requests);
                 continue;
             }
-            let batch = session::transaction(|| session.tables(|c| claim(c, &queue, size)));
+            let (batch, held_back) =
+                session::transaction(|| session.tables(|c| claim(c, &queue, size)));
             report_stat();
             self.last_served = queue.id;
             if batch.is_empty() {
@@ -257,7 +258,8 @@ impl Delivery {
             }
             round.claimed += batch.len();
             round.batches += 1;
-            round.more |= batch.len() == size;
+            // (a limit that kept jobs back has room again once these end)
+            round.more |= batch.len() == size || held_back;
             self.deliver(session, queue.id, batch);
         }
         round
@@ -511,14 +513,18 @@ pub(super) fn claim_for_worker(
     name: &str,
     size: usize,
     bodies: bool,
-) -> Vec<jobs::Claimed> {
+) -> jobs::Claim {
+    let none = jobs::Claim {
+        jobs: Vec::new(),
+        held_back: false,
+    };
     let found = match catalog::find(client, name) {
         Ok(Some(found)) => found,
-        Ok(None) => return Vec::new(),
+        Ok(None) => return none,
         Err(e) => e.raise(),
     };
     if found.id != queue_id || found.paused || found.sender.is_none() {
-        return Vec::new();
+        return none;
     }
     jobs::claim(
         client,
@@ -530,15 +536,23 @@ pub(super) fn claim_for_worker(
     )
 }
 
-/// Step 1: claims up to `size` due jobs of `queue` for the worker.
-fn claim(client: &mut pgrx::spi::SpiClient<'_>, queue: &SenderQueue, size: usize) -> Vec<InFlight> {
-    claim_for_worker(client, queue.id, &queue.name, size, false)
+/// Step 1: claims up to `size` due jobs of `queue` for the worker; true
+/// when a limit of the queue kept some back.
+fn claim(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    queue: &SenderQueue,
+    size: usize,
+) -> (Vec<InFlight>, bool) {
+    let claim = claim_for_worker(client, queue.id, &queue.name, size, false);
+    let jobs = claim
+        .jobs
         .into_iter()
         .map(|job| InFlight {
             id: job.id,
             lease: job.lease,
         })
-        .collect()
+        .collect();
+    (jobs, claim.held_back)
 }
 
 /// A job a stopped worker left in flight: claimed again (a new attempt),

@@ -314,6 +314,7 @@ fn claim(
     size: usize,
 ) -> Vec<(i64, Uuid, Vec<u8>, String)> {
     delivery::claim_for_worker(client, queue_id, name, size, true)
+        .jobs
         .into_iter()
         .map(|job| {
             let body = job.body.expect("a claim with bodies");

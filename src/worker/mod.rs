@@ -23,7 +23,7 @@ mod sender;
 pub mod serve;
 mod session;
 pub mod shared;
-mod subxact;
+pub(crate) mod subxact;
 mod turns;
 mod upkeep;
 pub mod wake;

@@ -1,0 +1,170 @@
+\set SHOW_CONTEXT never
+SET datestyle = ISO;
+SET intervalstyle = postgres;
+SET timezone = UTC;
+-- Groups, order and limits (docs/groups.md).
+
+-- the options, stored
+SELECT queue_create('g.opts', ordered => true, max_in_flight => 10, group_max_in_flight => 2,
+                    rate_limit => '100/1 second', group_rate_limit => '5000/1 hour');
+SELECT ordered, max_in_flight, group_max_in_flight, rate_limit, rate_window, group_rate_limit,
+       group_rate_window
+  FROM queue_queues WHERE name = 'g.opts';
+-- queue_alter: NULL keeps an option, 0 and 'none' remove a limit
+SELECT queue_alter('g.opts', max_in_flight => 0, rate_limit => 'none');
+SELECT ordered, max_in_flight, group_max_in_flight, rate_limit, rate_window, group_rate_limit,
+       group_rate_window
+  FROM queue_queues WHERE name = 'g.opts';
+SELECT queue_alter('g.opts', ordered => false, group_max_in_flight => 0,
+                   group_rate_limit => 'NONE', rate_limit => '7 / 250 milliseconds');
+SELECT ordered, max_in_flight, group_max_in_flight, rate_limit, rate_window, group_rate_limit,
+       group_rate_window
+  FROM queue_queues WHERE name = 'g.opts';
+
+-- every bad option: 22023 naming it, nothing changed
+SELECT queue_create('g.bad', max_in_flight => -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_create('g.bad', group_max_in_flight => -5);
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_create('g.bad', rate_limit => '0/1 second');
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_create('g.bad', rate_limit => '-3/1 second');
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_create('g.bad', rate_limit => '10/0 seconds');
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_create('g.bad', rate_limit => '10/-1 second');
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_create('g.bad', rate_limit => '10/2 days');
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_create('g.bad', rate_limit => '10/fortnight');
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_create('g.bad', rate_limit => '10');
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_create('g.bad', rate_limit => 'ten/1 second');
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_create('g.bad', group_rate_limit => '5/');
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_create('g.bad', group_rate_limit => '99999999999/1 second');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS created FROM queue_queues WHERE name = 'g.bad';
+SELECT queue_alter('g.opts', rate_limit => '1/1 microsecond');
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_alter('g.opts', max_in_flight => -2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT ordered, max_in_flight, rate_limit, rate_window FROM queue_queues WHERE name = 'g.opts';
+
+-- group keys: 1 to 255 characters
+SELECT queue_create('g.keys');
+SELECT queue_enqueue('g.keys', '{}', group_key => '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_enqueue('g.keys', '{}', group_key => repeat('k', 256));
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_enqueue_batch('g.keys', ARRAY['{}', '{}']::jsonb[], group_keys => ARRAY['a', '']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_enqueue_batch('g.keys', ARRAY['{}', '{}']::jsonb[], group_keys => ARRAY['a']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_enqueue_batch('g.keys', ARRAY['{}', '{}']::jsonb[],
+                           dedup_keys => ARRAY['a', 'b', 'c']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS stored FROM queue_jobs WHERE queue = 'g.keys';
+SELECT queue_enqueue('g.keys', '{}', group_key => repeat('k', 255)) > 0 AS longest_taken;
+SELECT length(group_key) FROM queue_jobs WHERE queue = 'g.keys';
+
+-- dedup keys in a batch: an unfinished job's key, and an earlier element's
+SELECT queue_create('g.dedup');
+SELECT queue_enqueue('g.dedup', '{"n": 0}', dedup_key => 'x') AS x \gset
+SELECT array_agg(id) AS ids FROM queue_enqueue_batch('g.dedup',
+    ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}', '{"n": 4}', '{"n": 5}']::jsonb[],
+    dedup_keys => ARRAY['x', 'y', NULL, 'y', 'z']) AS id \gset
+SELECT (:'ids'::bigint[])[1] = :x AS held_by_the_job,
+       (:'ids'::bigint[])[4] = (:'ids'::bigint[])[2] AS held_by_an_element,
+       (:'ids'::bigint[])[2] < (:'ids'::bigint[])[3]
+           AND (:'ids'::bigint[])[3] < (:'ids'::bigint[])[5] AS new_ids_ascend;
+SELECT payload, dedup_key FROM queue_jobs WHERE queue = 'g.dedup' ORDER BY id;
+
+-- fair turns: three groups (one with five jobs) and a job without a group
+SELECT queue_create('g.fair');
+SELECT count(*) FROM queue_enqueue_batch('g.fair',
+    ARRAY['{"a": 1}', '{"a": 2}', '{"a": 3}', '{"a": 4}', '{"a": 5}']::jsonb[],
+    group_keys => ARRAY['a', 'a', 'a', 'a', 'a']);
+SELECT queue_enqueue('g.fair', '{"b": 1}', group_key => 'b') > 0 AS b;
+SELECT queue_enqueue('g.fair', '{"none": 1}') > 0 AS none;
+SELECT queue_enqueue('g.fair', '{"c": 1}', group_key => 'c') > 0 AS c;
+SELECT queue_enqueue('g.fair', '{"b": 2}', group_key => 'b') > 0 AS b;
+SELECT payload FROM queue_claim('g.fair', max_jobs => 4);
+SELECT payload FROM queue_claim('g.fair', max_jobs => 4);
+SELECT payload FROM queue_claim('g.fair', max_jobs => 4);
+-- higher priority still goes first
+SELECT queue_enqueue('g.fair', '{"a": 6}', group_key => 'a') > 0;
+SELECT queue_enqueue('g.fair', '{"urgent": 1}', priority => 5, group_key => 'a') > 0;
+SELECT payload FROM queue_claim('g.fair', max_jobs => 1);
+
+-- ordered: one job of a group at a time, in enqueue order
+SELECT queue_create('g.ord', ordered => true, retry_delay => '1 hour', max_attempts => 2);
+SELECT queue_enqueue('g.ord', '{"k": "k1", "n": 1}', group_key => 'k1') AS k1_1 \gset
+SELECT queue_enqueue('g.ord', '{"k": "k1", "n": 2}', group_key => 'k1') > 0;
+SELECT queue_enqueue('g.ord', '{"k": "k1", "n": 3}', group_key => 'k1') > 0;
+SELECT queue_enqueue('g.ord', '{"k": "k2", "n": 1}', group_key => 'k2') > 0;
+SELECT payload FROM queue_claim('g.ord', max_jobs => 10);
+SELECT lease AS k1_1_lease FROM queue_jobs j JOIN queue_live l USING (id) WHERE id = :k1_1 \gset
+SELECT payload FROM queue_claim('g.ord', max_jobs => 10);
+-- (k2's job went with the first claim; k1 waits for its head)
+SELECT payload->>'k' AS k, status FROM queue_jobs WHERE queue = 'g.ord' ORDER BY id;
+SELECT group_key, pending, processing, head_id = :k1_1 AS head_is_k1_1
+  FROM queue_groups('g.ord') ORDER BY group_key;
+-- a retry keeps its group waiting (head of line)
+SELECT queue_fail(:k1_1, :'k1_1_lease', 'boom');
+SELECT payload FROM queue_claim('g.ord', max_jobs => 10);
+-- once a dead letter, the group moves on
+UPDATE queue_live SET run_at = now() - interval '1 second' WHERE id = :k1_1;
+SELECT id, lease FROM queue_claim('g.ord', max_jobs => 10) \gset again_
+SELECT :again_id = :k1_1 AS the_head_again;
+SELECT queue_fail(:again_id, :'again_lease', 'boom again');
+SELECT payload FROM queue_claim('g.ord', max_jobs => 10);
+-- cancelling the head lets the next one go
+SELECT queue_cancel(id) FROM queue_jobs WHERE queue = 'g.ord' AND status = 'processing'
+   AND payload->>'k' = 'k1';
+SELECT payload FROM queue_claim('g.ord', max_jobs => 10);
+SELECT group_key, pending, processing FROM queue_groups('g.ord') ORDER BY group_key;
+-- an expired lease makes the head claimable again, never its successor first
+SELECT queue_enqueue('g.ord', '{"k": "k2", "n": 2}', group_key => 'k2') > 0;
+UPDATE queue_live SET lease_expires_at = now() - interval '1 second'
+ WHERE group_key = 'k2' AND state = 'processing';
+SELECT payload, attempt FROM queue_claim('g.ord', max_jobs => 10);
+
+-- limits: max_in_flight for the queue, group_max_in_flight for each group
+SELECT queue_create('g.lim', max_in_flight => 3, group_max_in_flight => 2);
+SELECT count(*) FROM queue_enqueue_batch('g.lim', array_fill('{}'::jsonb, ARRAY[6]),
+    group_keys => ARRAY['a', 'a', 'a', 'b', 'b', 'b']);
+SELECT group_key FROM queue_claim('g.lim', max_jobs => 10) c JOIN queue_jobs j USING (id)
+ ORDER BY c.id;
+SELECT count(*) AS at_the_limit FROM queue_claim('g.lim', max_jobs => 10);
+SELECT queue_alter('g.lim', max_in_flight => 0);
+SELECT group_key FROM queue_claim('g.lim', max_jobs => 10) c JOIN queue_jobs j USING (id)
+ ORDER BY c.id;
+SELECT group_key, pending, processing FROM queue_groups('g.lim') ORDER BY group_key;
+
+-- rate limits: at most n claims in any window of the given length
+SELECT queue_create('g.rate', rate_limit => '3/1 hour', group_rate_limit => '2/1 hour');
+SELECT count(*) FROM queue_enqueue_batch('g.rate', array_fill('{}'::jsonb, ARRAY[6]),
+    group_keys => ARRAY['a', 'a', 'a', NULL, NULL, 'b']);
+SELECT count(*) AS first_claim FROM queue_claim('g.rate', max_jobs => 2);
+SELECT count(*) AS second_claim FROM queue_claim('g.rate', max_jobs => 10);
+SELECT count(*) AS window_full FROM queue_claim('g.rate', max_jobs => 10);
+SELECT group_key, count(*) FROM queue_jobs WHERE queue = 'g.rate' AND status = 'processing'
+ GROUP BY group_key ORDER BY group_key;
+
+-- queue_groups: the owner and pg_monitor; others get 42501
+SELECT * FROM queue_groups('g.missing');
+\echo :LAST_ERROR_SQLSTATE
+CREATE ROLE g_other;
+CREATE ROLE g_monitor IN ROLE pg_monitor;
+SET ROLE g_other;
+SELECT * FROM queue_groups('g.lim');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SET ROLE g_monitor;
+SELECT group_key FROM queue_groups('g.lim') ORDER BY 1;
+RESET ROLE;
+DROP ROLE g_other;
+DROP ROLE g_monitor;

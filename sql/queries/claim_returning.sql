@@ -1,0 +1,11 @@
+RETURNING l.id, l.state, l.payload, l.headers, l.attempts, l.enqueued_at, l.lease,
+          l.lease_expires_at, l.priority, l.run_at, l.turn,
+          -- (the Standard Webhooks id: the job's uid, for ever)
+          CASE WHEN $6::text IS NOT NULL THEN 'msg_' || replace(l.uid::text, '-', '') END
+              AS webhook_id,
+          CASE WHEN $6::text IS NOT NULL THEN
+              jsonb_build_object('id', l.id, 'queue', $6::text, 'payload', l.payload,
+                                 'headers', l.headers, 'attempt', l.attempts,
+                                 'max_attempts', $3::int, 'enqueued_at', l.enqueued_at)::text
+          END AS body,
+          l.group_key

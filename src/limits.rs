@@ -1,0 +1,191 @@
+//! Claims that hold to a queue's order and limits (docs/groups.md):
+//! `ordered`, `max_in_flight`, `group_max_in_flight`, `rate_limit` and
+//! `group_rate_limit`. The caller holds the queue's claim lock
+//! (`catalog::lock_claims`), so each claim sees what the last one took:
+//! what is in flight is counted in `queue_live`, what was claimed in a rate
+//! window in `queue_claims`, both written in the claim's own transaction,
+//! so a crash or a failover keeps them as exact as the jobs themselves.
+
+use std::collections::HashMap;
+
+use pgrx::spi::SpiClient;
+
+use crate::catalog::Queue;
+use crate::db::{self, args};
+use crate::queries;
+
+/// The ready jobs a claim may take, in claim order.
+pub struct Chosen {
+    pub ids: Vec<i64>,
+    /// A limit kept some ready job back (or may have).
+    pub held_back: bool,
+}
+
+/// Counts per group; the key None is the queue as a whole.
+type Counts = HashMap<Option<String>, i64>;
+
+/// Up to `wanted` ready jobs of `queue` that a claim at `now` may take
+/// without passing a limit: the queue's room first, then the first ready
+/// jobs in claim order whose group has room (and, in an ordered queue, that
+/// are their group's oldest unfinished job). It reads further into the
+/// ready jobs, four times as far each time, until it has found enough or
+/// read them all.
+pub fn choose(client: &mut SpiClient<'_>, queue: &Queue, wanted: usize, now: i64) -> Chosen {
+    let limits = &queue.limits;
+    let mut room = wanted as i64;
+    if let Some(max) = limits.max_in_flight {
+        let busy = in_flight(client, queue.id, Vec::new());
+        room = room.min(i64::from(max) - busy.get(&None).copied().unwrap_or(0));
+    }
+    if let Some((n, _)) = limits.rate {
+        let used = rate_used(client, queue, now, Vec::new());
+        room = room.min(i64::from(n) - used.get(&None).copied().unwrap_or(0));
+    }
+    let room = room.max(0) as usize;
+    let held_back = room < wanted;
+    if room == 0 {
+        return Chosen {
+            ids: Vec::new(),
+            held_back,
+        };
+    }
+    let per_group = limits.per_group().map(i64::from);
+    let group_rate = limits.group_rate.map(|(n, _)| i64::from(n));
+    let mut scan = room * 4 + 64;
+    loop {
+        let candidates: Vec<(i64, Option<String>, bool)> = db::run(
+            client,
+            &queries::CLAIM_CANDIDATES,
+            args![
+                queue_id = queue.id,
+                limit = scan as i32,
+                ordered = limits.ordered
+            ],
+        )
+        .map(|r| (r.value("id"), r.get("group_key"), r.value("head")))
+        .collect();
+        let read_all = candidates.len() < scan;
+        let mut groups: Vec<String> = candidates.iter().filter_map(|c| c.1.clone()).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        let busy = match per_group {
+            Some(_) if !groups.is_empty() => in_flight(client, queue.id, groups.clone()),
+            _ => Counts::new(),
+        };
+        let used = match group_rate {
+            Some(_) if !groups.is_empty() => rate_used(client, queue, now, groups),
+            _ => Counts::new(),
+        };
+        let mut taken: HashMap<&str, i64> = HashMap::new();
+        let mut ids = Vec::with_capacity(room);
+        let mut skipped = false;
+        for (id, group, head) in &candidates {
+            if ids.len() == room {
+                break;
+            }
+            let Some(group) = group else {
+                // (a job without a group is a group of its own)
+                ids.push(*id);
+                continue;
+            };
+            let key = Some(group.clone());
+            let now_taken = taken.get(group.as_str()).copied().unwrap_or(0);
+            let count = |counts: &Counts| counts.get(&key).copied().unwrap_or(0) + now_taken;
+            let fits = *head
+                && per_group.is_none_or(|max| count(&busy) < max)
+                && group_rate.is_none_or(|n| count(&used) < n);
+            if fits {
+                ids.push(*id);
+                *taken.entry(group.as_str()).or_default() += 1;
+            } else {
+                skipped = true;
+            }
+        }
+        if ids.len() == room || read_all {
+            return Chosen {
+                ids,
+                held_back: held_back || skipped,
+            };
+        }
+        scan = scan.saturating_mul(4);
+    }
+}
+
+/// A claim at `now` took jobs of these groups (None: without one): the
+/// rate windows of the queue count them.
+pub fn note<'a>(
+    client: &mut SpiClient<'_>,
+    queue: &Queue,
+    now: i64,
+    claimed: impl Iterator<Item = Option<&'a str>>,
+) {
+    let limits = &queue.limits;
+    if limits.rate.is_none() && limits.group_rate.is_none() {
+        return;
+    }
+    let mut per_group: HashMap<Option<&str>, i32> = HashMap::new();
+    let mut total = 0;
+    for group in claimed {
+        total += 1;
+        if let (Some(group), Some(_)) = (group, limits.group_rate) {
+            *per_group.entry(Some(group)).or_default() += 1;
+        }
+    }
+    if total == 0 {
+        return;
+    }
+    if limits.rate.is_some() {
+        per_group.insert(None, total);
+    }
+    let longest = limits
+        .rate
+        .iter()
+        .chain(limits.group_rate.iter())
+        .map(|(_, window)| *window)
+        .max()
+        .unwrap_or(0);
+    let (groups, jobs): (Vec<Option<String>>, Vec<i32>) = per_group
+        .into_iter()
+        .map(|(group, n)| (group.map(str::to_string), n))
+        .unzip();
+    db::run(
+        client,
+        &queries::RATE_NOTE,
+        args![
+            queue_id = queue.id,
+            before = db::timestamp(now - longest),
+            at = db::timestamp(now),
+            groups = groups,
+            jobs = jobs,
+        ],
+    );
+}
+
+/// Jobs in flight: of the queue (None) and of each of `groups`.
+fn in_flight(client: &mut SpiClient<'_>, queue_id: i32, groups: Vec<String>) -> Counts {
+    db::run(
+        client,
+        &queries::IN_FLIGHT,
+        args![queue_id = queue_id, groups = groups],
+    )
+    .map(|r| (r.get("group_key"), r.value("busy")))
+    .collect()
+}
+
+/// Jobs claimed in the rate windows that end at `now`: of the queue (None)
+/// and of each of `groups`.
+fn rate_used(client: &mut SpiClient<'_>, queue: &Queue, now: i64, groups: Vec<String>) -> Counts {
+    let since = |rate: Option<(i32, i64)>| db::timestamp(now - rate.map_or(0, |(_, w)| w));
+    db::run(
+        client,
+        &queries::RATE_USED,
+        args![
+            queue_id = queue.id,
+            since = since(queue.limits.rate),
+            group_since = since(queue.limits.group_rate),
+            groups = groups,
+        ],
+    )
+    .map(|r| (r.get("group_key"), r.value("used")))
+    .collect()
+}
