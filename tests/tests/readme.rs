@@ -865,3 +865,88 @@ fn webhook_examples_register_and_verify_as_pasted() {
         );
     }
 }
+
+/// The examples of docs/groups.md, in order, in one psql session as a plain
+/// role: fair turns, an ordered queue, limits, queue_groups.
+#[test]
+fn group_examples_run_in_order_as_any_role() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    create_role(&mut admin, "tenant_ops");
+    let out = psql_ok(&cluster, "tenant_ops", &snippets("groups").join("\n"));
+    let processing = |admin: &mut Client, queue: &str| -> Vec<String> {
+        admin
+            .query(
+                "SELECT payload::text FROM queue_jobs WHERE queue = $1 AND status = 'processing'
+                  ORDER BY id",
+                &[&queue],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    };
+    assert_eq!(
+        processing(&mut admin, "sync"),
+        [r#"{"tenant": "acme"}"#, r#"{"tenant": "globex"}"#],
+        "one job of each tenant"
+    );
+    assert_eq!(
+        processing(&mut admin, "order-events"),
+        [
+            r#"{"event": "created", "order": 7}"#,
+            r#"{"event": "created", "order": 8}"#
+        ],
+        "the head of each order"
+    );
+    let limits: (Option<i32>, Option<i32>, Option<i32>, Option<i32>) = {
+        let row = admin
+            .query_one(
+                "SELECT max_in_flight, group_max_in_flight, rate_limit, group_rate_limit
+                   FROM queue_queues WHERE name = 'mail'",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1), row.get(2), row.get(3))
+    };
+    assert_eq!(limits, (Some(20), Some(2), None, Some(5000)));
+    assert!(
+        out.contains("order-7"),
+        "queue_groups shows order-7:\n{out}"
+    );
+}
+
+/// The front page's stuck group: found with queue_groups, its head run
+/// again at once, ahead of the job that waited behind it.
+#[test]
+fn front_page_unblocks_a_stuck_group_as_pasted() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    create_role(&mut admin, "dba_on_call");
+    let out = psql_ok(&cluster, "dba_on_call", &snippet("stuck-group"));
+    assert!(
+        out.contains("ERP down"),
+        "queue_job shows the error:\n{out}"
+    );
+    assert_eq!(
+        jobs(&mut admin, "order-events"),
+        vec![
+            job(r#"{"event": "created"}"#, "pending", 0, Some("ERP down")),
+            job(r#"{"event": "paid"}"#, "pending", 0, None),
+        ]
+    );
+    let next: Vec<String> = admin
+        .query(
+            "SELECT payload::text FROM queue_claim('order-events', max_jobs => 10)",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        next,
+        [r#"{"event": "created"}"#],
+        "the head goes first, alone"
+    );
+}

@@ -79,6 +79,8 @@ fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
              RESET ROLE;
              REVOKE EXECUTE ON FUNCTION queue_purge(text, text) FROM PUBLIC;
              GRANT EXECUTE ON FUNCTION queue_purge(text, text) TO app;
+             REVOKE EXECUTE ON FUNCTION queue_enqueue FROM PUBLIC;
+             GRANT EXECUTE ON FUNCTION queue_enqueue TO app, mailer;
              GRANT SELECT ON queue_jobs TO app;",
         )
         .unwrap();
@@ -151,6 +153,28 @@ fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
         &[],
     );
     assert!(app_may, "the grants made under 0.1.0 hold");
+    // queue_enqueue gained an argument in 0.3.0: a new function, which
+    // carries the old one's privileges, as the DBA's own (pg_dump keeps
+    // dumping them: no initial privileges recorded for them)
+    let enqueue_grants: (bool, bool, i64) = {
+        let row = filled
+            .query_one(
+                "SELECT has_function_privilege('app', 'queue_enqueue(text, jsonb, interval, int,
+                            text, timestamptz, jsonb, text)', 'EXECUTE'),
+                        has_function_privilege('public', 'queue_enqueue(text, jsonb, interval, int,
+                            text, timestamptz, jsonb, text)', 'EXECUTE'),
+                        (SELECT count(*) FROM pg_init_privs
+                          WHERE objoid = 'queue_enqueue'::regproc)",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1), row.get(2))
+    };
+    assert_eq!(
+        enqueue_grants,
+        (true, false, 0),
+        "queue_enqueue's grants carried over"
+    );
     let completed: bool = one(
         &mut filled,
         "SELECT queue_complete($1, $2::text::uuid)",

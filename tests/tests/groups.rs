@@ -1,0 +1,622 @@
+//! Groups, order and limits (docs/groups.md) over real connections: fair
+//! turns for pull consumers, a SQL sender and a webhook; ordered queues under
+//! 8 racing consumers with failures, retries, expired leases and cancels,
+//! checked from a log the consumers write; limits sampled while consumers
+//! and the worker race; rate windows counted from the claim times; and all
+//! of it across an immediate stop of the server.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use queue_client_tests::receiver::Receiver;
+use queue_client_tests::{eventually, one, Client, Cluster};
+
+/// A small deterministic random number generator (xorshift), so that a
+/// failing run can be read again: each thread seeds its own.
+struct Dice(u64);
+
+impl Dice {
+    fn new(seed: u64) -> Dice {
+        Dice(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    /// A number in 0..n.
+    fn roll(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// `group`'s `n` jobs, enqueued in batches of 1,000, each with payload
+/// `{"g": group}`.
+fn enqueue_group(client: &mut Client, queue: &str, group: &str, n: i32) {
+    let mut left = n;
+    while left > 0 {
+        let batch = left.min(1000);
+        client
+            .execute(
+                "SELECT count(*) FROM queue_enqueue_batch($1,
+                    array_fill(jsonb_build_object('g', $2::text), ARRAY[$3::int]),
+                    group_keys => array_fill($2::text, ARRAY[$3::int]))",
+                &[&queue, &group, &batch],
+            )
+            .unwrap();
+        left -= batch;
+    }
+}
+
+/// The fairness set-up of issue 28: one group with 100,000 due jobs, then
+/// 100 groups `s0` to `s99` with one job each.
+fn one_big_group_and_a_hundred_small(client: &mut Client, queue: &str) -> HashSet<String> {
+    enqueue_group(client, queue, "big", 100_000);
+    let small: HashSet<String> = (0..100).map(|i| format!("s{i}")).collect();
+    for group in &small {
+        enqueue_group(client, queue, group, 1);
+    }
+    small
+}
+
+/// Asserts that every small group comes within the first `first` of
+/// `order` (groups in the order their jobs were claimed or delivered).
+fn small_groups_within(order: &[String], small: &HashSet<String>, first: usize) {
+    let served: HashSet<&String> = order.iter().take(first).collect();
+    let late: Vec<&String> = small.iter().filter(|g| !served.contains(g)).collect();
+    assert!(
+        late.is_empty(),
+        "groups not served within the first {first}: {late:?}"
+    );
+}
+
+#[test]
+fn a_group_with_100000_jobs_never_starves_a_hundred_groups_with_one() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client.batch_execute("SELECT queue_create('fair')").unwrap();
+    let small = one_big_group_and_a_hundred_small(&mut client, "fair");
+    let mut order = Vec::new();
+    for _ in 0..2 {
+        for row in client
+            .query(
+                "SELECT payload->>'g' FROM queue_claim('fair', max_jobs => 100)",
+                &[],
+            )
+            .unwrap()
+        {
+            order.push(row.get::<_, String>(0));
+        }
+    }
+    assert_eq!(order.len(), 200);
+    small_groups_within(&order, &small, 200);
+    // the big group is served too, in its turn
+    assert!(order.iter().any(|g| g == "big"));
+}
+
+#[test]
+fn a_sql_sender_delivers_the_small_groups_within_its_first_two_batches() {
+    // (one worker: a helper's batches would interleave with its own)
+    let cluster = Cluster::start_with(&["queue.max_workers_per_database = 1"]);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "CREATE TABLE delivered (n bigserial, grp text);
+             CREATE FUNCTION take(job jsonb) RETURNS void LANGUAGE sql AS
+                 $$ INSERT INTO delivered (grp) VALUES (job->'payload'->>'g') $$;
+             SELECT queue_create('fair_push');
+             SELECT queue_pause('fair_push');
+             SELECT queue_register_sender('fair_push', 'take(jsonb)', 100);",
+        )
+        .unwrap();
+    let small = one_big_group_and_a_hundred_small(&mut client, "fair_push");
+    client
+        .batch_execute("SELECT queue_resume('fair_push')")
+        .unwrap();
+    eventually("200 deliveries", || {
+        one::<i64>(&mut client, "SELECT count(*) FROM delivered", &[]) >= 200
+    });
+    client
+        .batch_execute("SELECT queue_pause('fair_push')")
+        .unwrap();
+    let order: Vec<String> = client
+        .query("SELECT grp FROM delivered ORDER BY n LIMIT 200", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    small_groups_within(&order, &small, 200);
+}
+
+#[test]
+fn a_webhook_posts_the_small_groups_among_its_first_two_hundred_requests() {
+    let receiver = Receiver::start();
+    let cluster = Cluster::start_with(&[
+        &format!("queue.webhook_allow = 'http://127.0.0.1:{}'", receiver.port),
+        "queue.max_workers_per_database = 1",
+    ]);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(&format!(
+            "SELECT queue_create('fair_hook');
+             SELECT queue_pause('fair_hook');
+             SELECT queue_register_webhook('fair_hook', '{}', max_in_flight => 100);",
+            receiver.url("/fair")
+        ))
+        .unwrap();
+    let small = one_big_group_and_a_hundred_small(&mut client, "fair_hook");
+    client
+        .batch_execute("SELECT queue_resume('fair_hook')")
+        .unwrap();
+    eventually("200 requests", || receiver.seen("/fair").len() >= 200);
+    client
+        .batch_execute("SELECT queue_pause('fair_hook')")
+        .unwrap();
+    let order: Vec<String> = receiver
+        .seen("/fair")
+        .iter()
+        .map(|s| {
+            let body: serde_json::Value = serde_json::from_str(&s.body).unwrap();
+            body["payload"]["g"].as_str().unwrap().to_string()
+        })
+        .collect();
+    small_groups_within(&order, &small, 200);
+}
+
+/// What the consumers of the order tests write, one row per event, in the
+/// transaction of the event itself: `claim` with the claim, `done`,
+/// `retry`, `dead` and `cancel` in the statement that ended the attempt.
+const LOG: &str = "CREATE TABLE log (seq bigserial, job bigint, grp text, event text,
+                                     claimed_at timestamptz)";
+
+/// 200 groups of 10 jobs each, enqueued interleaved at random.
+fn two_hundred_groups(client: &mut Client, queue: &str) {
+    let mut groups: Vec<String> = (0..2000).map(|i| format!("g{}", i % 200)).collect();
+    let mut dice = Dice::new(7);
+    for i in (1..groups.len()).rev() {
+        groups.swap(i, dice.roll(i as u64 + 1) as usize);
+    }
+    for chunk in groups.chunks(500) {
+        let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        client
+            .execute(
+                "SELECT count(*) FROM queue_enqueue_batch($1,
+                    (SELECT array_agg(jsonb_build_object('g', g) ORDER BY o)
+                       FROM unnest($2::text[]) WITH ORDINALITY AS u(g, o)),
+                    group_keys => $2)",
+                &[&queue, &chunk],
+            )
+            .unwrap();
+    }
+}
+
+/// Unfinished jobs of `queue`.
+fn unfinished(client: &mut Client, queue: &str) -> i64 {
+    one(
+        client,
+        "SELECT count(*) FROM queue_jobs WHERE queue = $1 AND status IN ('pending', 'processing')",
+        &[&queue],
+    )
+}
+
+/// One consumer of the order tests: claims up to 4 jobs at a time and, at
+/// random, completes, fails for a retry, fails for good, cancels, or
+/// sleeps past its lease first. Reconnects after an error (a crash).
+fn consume_at_random(config: postgres::Config, queue: &'static str, seed: u64) {
+    let connect = || loop {
+        match config.connect(postgres::NoTls) {
+            Ok(client) => return client,
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    };
+    let mut client = connect();
+    let mut dice = Dice::new(seed);
+    let worker = format!("c{seed}");
+    loop {
+        let step = (|| -> Result<bool, postgres::Error> {
+            let mut tx = client.transaction()?;
+            let claimed: Vec<(i64, String, String)> = tx
+                .query(
+                    "SELECT id, lease::text, payload->>'g' FROM queue_claim($1, $2, 4)",
+                    &[&queue, &worker],
+                )?
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect();
+            for (id, _, group) in &claimed {
+                tx.execute(
+                    "INSERT INTO log (job, grp, event) VALUES ($1, $2, 'claim')",
+                    &[id, group],
+                )?;
+            }
+            tx.commit()?;
+            if claimed.is_empty() {
+                if unfinished(&mut client, queue) == 0 {
+                    return Ok(false);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            for (id, lease, group) in &claimed {
+                let roll = dice.roll(1000);
+                if roll < 8 {
+                    // past the lease of a second: another consumer may take it
+                    std::thread::sleep(Duration::from_millis(1300));
+                }
+                let (sql, event) = match roll {
+                    0..=99 => (
+                        "SELECT queue_fail($1, $3::text::uuid, 'again', retry_in => '0') = 'pending'",
+                        "retry",
+                    ),
+                    100..=119 => (
+                        "SELECT queue_fail($1, $3::text::uuid, 'no', permanent => true) = 'failed'",
+                        "dead",
+                    ),
+                    120..=149 => (
+                        "SELECT queue_cancel($1) AND $3::text IS NOT NULL",
+                        "cancel",
+                    ),
+                    _ => ("SELECT queue_complete($1, $3::text::uuid)", "done"),
+                };
+                client.execute(
+                    &format!(
+                        "INSERT INTO log (job, grp, event) SELECT $1, $2, '{event}'
+                          WHERE coalesce(({sql}), false)"
+                    ),
+                    &[id, group, lease],
+                )?;
+            }
+            Ok(true)
+        })();
+        match step {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(200));
+                client = connect();
+            }
+        }
+    }
+}
+
+/// Checks the consumers' log of an ordered queue: per group, a job is
+/// claimed only once every earlier job of its group has ended (done, dead
+/// or cancelled), never an earlier one after a later one, and the jobs
+/// that succeeded did so in id order. Returns the jobs that ended.
+fn check_order(client: &mut Client) -> usize {
+    let rows = client
+        .query("SELECT job, grp, event FROM log ORDER BY seq", &[])
+        .unwrap();
+    // per group: the job claimed last, and the jobs that ended
+    let mut head: HashMap<String, i64> = HashMap::new();
+    let mut ended: HashSet<i64> = HashSet::new();
+    let mut succeeded: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for row in &rows {
+        let (job, group, event): (i64, String, String) = (row.get(0), row.get(1), row.get(2));
+        match event.as_str() {
+            "claim" => {
+                if let Some(&before) = head.get(&group) {
+                    assert!(
+                        before == job || (ended.contains(&before) && job > before),
+                        "group {group}: job {job} claimed while {before} had not ended"
+                    );
+                }
+                assert!(!ended.contains(&job), "job {job} claimed after it ended");
+                head.insert(group, job);
+            }
+            "retry" => {}
+            "done" | "dead" | "cancel" => {
+                assert!(ended.insert(job), "job {job} ended twice");
+                if event == "done" {
+                    succeeded.entry(group).or_default().push(job);
+                }
+            }
+            other => panic!("an event {other}"),
+        }
+    }
+    for (group, jobs) in &succeeded {
+        assert!(
+            jobs.windows(2).all(|w| w[0] < w[1]),
+            "group {group} succeeded out of order: {jobs:?}"
+        );
+    }
+    ended.len()
+}
+
+#[test]
+fn eight_consumers_keep_each_group_in_order_one_job_at_a_time() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client.batch_execute(LOG).unwrap();
+    client
+        .batch_execute(
+            "SELECT queue_create('ord', ordered => true, lease => '1 second', max_attempts => 1000,
+                                 retry_delay => '0')",
+        )
+        .unwrap();
+    two_hundred_groups(&mut client, "ord");
+    let config = cluster.config(queue_client_tests::DB);
+    let threads: Vec<_> = (0..8)
+        .map(|seed| {
+            let config = config.clone();
+            std::thread::spawn(move || consume_at_random(config, "ord", seed))
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(check_order(&mut client), 2000, "every job ended once");
+    let groups: i64 = one(&mut client, "SELECT count(*) FROM queue_groups('ord')", &[]);
+    assert_eq!(groups, 0);
+}
+
+/// The most jobs seen in flight at once, of the queue and of one group,
+/// sampled by a connection of its own until `stop`.
+fn sample_in_flight(
+    config: postgres::Config,
+    queue: &'static str,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(i64, i64, usize)> {
+    std::thread::spawn(move || {
+        let mut client = config.connect(postgres::NoTls).unwrap();
+        let (mut queue_max, mut group_max, mut samples) = (0, 0, 0);
+        while !stop.load(Ordering::Relaxed) {
+            // (one statement: one snapshot)
+            let row = client
+                .query_one(
+                    "SELECT coalesce(sum(n), 0)::bigint, coalesce(max(n), 0)
+                       FROM (SELECT group_key, count(*) AS n FROM queue_live l
+                               JOIN queue_queues q ON q.id = l.queue_id
+                              WHERE q.name = $1 AND l.state = 'processing'
+                              GROUP BY group_key) g",
+                    &[&queue],
+                )
+                .unwrap();
+            queue_max = queue_max.max(row.get::<_, i64>(0));
+            group_max = group_max.max(row.get::<_, i64>(1));
+            samples += 1;
+        }
+        (queue_max, group_max, samples)
+    })
+}
+
+#[test]
+fn limits_hold_while_eight_consumers_and_the_worker_race() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "CREATE TABLE pushed (job bigint);
+             CREATE FUNCTION push(job jsonb) RETURNS void LANGUAGE sql AS
+                 $$ SELECT pg_sleep(0.002); INSERT INTO pushed VALUES ((job->>'id')::bigint) $$;
+             SELECT queue_create('lim', max_in_flight => 5, group_max_in_flight => 2);
+             SELECT queue_create('lim_push', max_in_flight => 3, group_max_in_flight => 1);
+             SELECT queue_pause('lim_push');
+             SELECT queue_register_sender('lim_push', 'push(jsonb)', 50);",
+        )
+        .unwrap();
+    for g in 0..20 {
+        enqueue_group(&mut client, "lim", &format!("g{g}"), 50);
+        enqueue_group(&mut client, "lim_push", &format!("g{g}"), 20);
+    }
+    let config = cluster.config(queue_client_tests::DB);
+    let stop = Arc::new(AtomicBool::new(false));
+    let pull_sampler = sample_in_flight(config.clone(), "lim", stop.clone());
+    let push_sampler = sample_in_flight(config.clone(), "lim_push", stop.clone());
+    client
+        .batch_execute("SELECT queue_resume('lim_push')")
+        .unwrap();
+    let consumers: Vec<_> = (0..8)
+        .map(|_| {
+            let config = config.clone();
+            std::thread::spawn(move || {
+                let mut client = config.connect(postgres::NoTls).unwrap();
+                let mut taken = 0;
+                loop {
+                    let jobs: Vec<(i64, String)> = client
+                        .query(
+                            "SELECT id, lease::text FROM queue_claim('lim', max_jobs => 3)",
+                            &[],
+                        )
+                        .unwrap()
+                        .iter()
+                        .map(|r| (r.get(0), r.get(1)))
+                        .collect();
+                    if jobs.is_empty() {
+                        if unfinished(&mut client, "lim") == 0 {
+                            return taken;
+                        }
+                        std::thread::sleep(Duration::from_millis(2));
+                        continue;
+                    }
+                    std::thread::sleep(Duration::from_millis(3));
+                    for (id, lease) in jobs {
+                        let done: bool = one(
+                            &mut client,
+                            "SELECT queue_complete($1, $2::text::uuid)",
+                            &[&id, &lease],
+                        );
+                        assert!(done);
+                        taken += 1;
+                    }
+                }
+            })
+        })
+        .collect();
+    let taken: usize = consumers.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(taken, 1000, "every pulled job once");
+    eventually("the worker to deliver every job", || {
+        one::<i64>(&mut client, "SELECT count(DISTINCT job) FROM pushed", &[]) == 400
+    });
+    stop.store(true, Ordering::Relaxed);
+    let (pull_queue, pull_group, pull_samples) = pull_sampler.join().unwrap();
+    let (push_queue, push_group, push_samples) = push_sampler.join().unwrap();
+    println!(
+        "in flight at most: pulled {pull_queue} (group {pull_group}) in {pull_samples} samples, \
+         pushed {push_queue} (group {push_group}) in {push_samples} samples"
+    );
+    assert!(pull_queue <= 5 && pull_group <= 2, "pulled over a limit");
+    assert!(push_queue <= 3 && push_group <= 1, "pushed over a limit");
+    assert!(pull_queue >= 2, "the samples saw the consumers at work");
+    let pushed_twice: i64 = one(
+        &mut client,
+        "SELECT count(*) - count(DISTINCT job) FROM pushed",
+        &[],
+    );
+    assert_eq!(pushed_twice, 0);
+}
+
+#[test]
+fn rate_limits_hold_in_every_window_and_the_queue_drains_near_the_rate() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client.batch_execute(LOG).unwrap();
+    client
+        .batch_execute(
+            "SELECT queue_create('rate', lease => '1 second', rate_limit => '40/1 second',
+                                 group_rate_limit => '10/1 second')",
+        )
+        .unwrap();
+    for g in 0..6 {
+        enqueue_group(&mut client, "rate", &format!("g{g}"), 40);
+    }
+    let config = cluster.config(queue_client_tests::DB);
+    let started = Instant::now();
+    let consumers: Vec<_> = (0..8)
+        .map(|n| {
+            let config = config.clone();
+            std::thread::spawn(move || {
+                let mut client = config.connect(postgres::NoTls).unwrap();
+                loop {
+                    // the claim time is the lease's expiry less the lease
+                    let claimed: Vec<(i64, String)> = client
+                        .query(
+                            "WITH c AS (SELECT * FROM queue_claim('rate', max_jobs => 5))
+                             INSERT INTO log (job, grp, event, claimed_at)
+                             SELECT c.id, c.payload->>'g', 'claim',
+                                    c.lease_expires_at - interval '1 second' FROM c
+                             RETURNING job, (SELECT lease::text FROM c WHERE c.id = job)",
+                            &[],
+                        )
+                        .unwrap()
+                        .iter()
+                        .map(|r| (r.get(0), r.get(1)))
+                        .collect();
+                    for (id, lease) in &claimed {
+                        let _: bool = one(
+                            &mut client,
+                            "SELECT queue_complete($1, $2::text::uuid)",
+                            &[id, lease],
+                        );
+                    }
+                    if claimed.is_empty() {
+                        if unfinished(&mut client, "rate") == 0 {
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_millis(5 + n));
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in consumers {
+        t.join().unwrap();
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    // every window of a second that ends at a claim holds at most 40
+    // claims, and at most 10 of one group
+    let worst: Vec<i64> = one(
+        &mut client,
+        "SELECT ARRAY[max((SELECT count(*) FROM log o
+                            WHERE o.claimed_at > l.claimed_at - interval '1 second'
+                              AND o.claimed_at <= l.claimed_at)),
+                      max((SELECT count(*) FROM log o
+                            WHERE o.grp = l.grp
+                              AND o.claimed_at > l.claimed_at - interval '1 second'
+                              AND o.claimed_at <= l.claimed_at))]
+           FROM log l",
+        &[],
+    );
+    let claims: i64 = one(&mut client, "SELECT count(*) FROM log", &[]);
+    // the fastest drain the rate allows: 40 at once, then 40 a second
+    let fastest = 240.0 / 40.0 - 1.0;
+    println!(
+        "240 jobs at 40/s: drained in {elapsed:.2} s, {:.2} of the fastest drain the rate \
+         allows ({fastest} s); fullest window {} (of one group {})",
+        fastest / elapsed,
+        worst[0],
+        worst[1]
+    );
+    assert_eq!(claims, 240, "each job claimed once");
+    assert!(worst[0] <= 40, "a window with {} claims", worst[0]);
+    assert!(worst[1] <= 10, "a group's window with {} claims", worst[1]);
+}
+
+#[test]
+fn order_and_limits_hold_across_an_immediate_stop_and_nothing_is_lost() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client.batch_execute(LOG).unwrap();
+    client
+        .batch_execute(
+            "SELECT queue_create('ord', ordered => true, lease => '1 second', max_attempts => 1000,
+                                 retry_delay => '0', max_in_flight => 6,
+                                 rate_limit => '2000/1 second');",
+        )
+        .unwrap();
+    two_hundred_groups(&mut client, "ord");
+    let config = cluster.config(queue_client_tests::DB);
+    let threads: Vec<_> = (0..8)
+        .map(|seed| {
+            let config = config.clone();
+            std::thread::spawn(move || consume_at_random(config, "ord", 100 + seed))
+        })
+        .collect();
+    // stop the server the hard way while they work, twice
+    for ended in [300, 1200] {
+        eventually("jobs to end", || {
+            config
+                .connect(postgres::NoTls)
+                .map(|mut c| {
+                    one::<i64>(
+                        &mut c,
+                        "SELECT count(*) FROM log WHERE event <> 'claim'",
+                        &[],
+                    )
+                })
+                .unwrap_or(0)
+                >= ended
+        });
+        cluster.crash();
+        cluster.start_server();
+        // jobs in flight before the stop still hold their places
+        let in_flight: i64 = one(
+            &mut cluster.connect(),
+            "SELECT count(*) FROM queue_live WHERE state = 'processing'",
+            &[],
+        );
+        assert!(in_flight <= 6, "{in_flight} in flight after the restart");
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut client = cluster.connect();
+    assert_eq!(check_order(&mut client), 2000, "every job ended once");
+    let statuses: Vec<(String, i64)> = client
+        .query(
+            "SELECT status, count(*) FROM queue_jobs WHERE queue = 'ord' GROUP BY 1 ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let total: i64 = statuses.iter().map(|s| s.1).sum();
+    assert_eq!(total, 2000, "no job lost: {statuses:?}");
+    assert!(
+        statuses
+            .iter()
+            .all(|(s, _)| ["succeeded", "failed", "cancelled"].contains(&s.as_str())),
+        "every job ended: {statuses:?}"
+    );
+}
