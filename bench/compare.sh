@@ -18,6 +18,12 @@
 #   6  latency from an enqueue's commit to its sender call, idle and at 1,000 jobs/s
 #      (peer: a pgmq consumer waiting in read_with_poll, polling every 10 ms)
 #   7  the ceiling: the least work the same job needs, as plain SQL on a minimal table
+#   4g 4's claim + complete from a queue whose jobs spread over 10,000 groups
+#      (peer: 4, the plain queue, its rounds taking turns with these; and
+#      pgmq's read_grouped_rr(100) + delete on the same groups, its x-pgmq-group)
+#   4o the same, an ordered queue (one job of a group at a time)
+#   4l the same, max_in_flight and rate_limit set high enough never to bind
+#   5g 5n's drain from a queue whose jobs spread over 10,000 groups (peer: 5n)
 #
 # Every figure is the median of BENCH_ROUNDS rounds of BENCH_SECS seconds;
 # the sides take turns round by round, so that the machine's noise falls on
@@ -33,7 +39,7 @@
 # 50,000 for item 3 and 300,000 for 4; later rounds get twice what the
 # previous one took), BENCH_DOC (BENCHMARKS.md),
 # BENCH_DIR (/tmp/qbench/bench), BENCH_PORT (54400), PGMQ_INSTALL (binary),
-# BENCH_ITEMS (the items to measure, by default all: "1 1w 2 3 3a 4 4a 4b 4c 5p 5 5n 6"),
+# BENCH_ITEMS (the items to measure, by default all: "1 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 6"),
 # BENCH_WIDE_CLIENTS (32, for 1w).
 . "$(dirname "$0")/common.sh"
 
@@ -46,7 +52,7 @@ LOAD_RATE=${BENCH_LOAD_RATE:-1000}
 IDLE_RATE=${BENCH_IDLE_RATE:-50}
 FILL=${BENCH_FILL:-}
 DOC=${BENCH_DOC-BENCHMARKS.md}
-ITEMS=" ${BENCH_ITEMS:-1 1w 2 3 3a 4 4a 4b 4c 5p 5 5n 6} "
+ITEMS=" ${BENCH_ITEMS:-1 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 6} "
 WIDE_CLIENTS=${BENCH_WIDE_CLIENTS:-32}
 item() { [[ $ITEMS == *" $1 "* ]]; }
 PGMQ_INSTALL=${PGMQ_INSTALL:-target/debug/pgmq-install}
@@ -74,6 +80,12 @@ SELECT queue_create(q) FROM unnest(ARRAY['enq1', 'enq100', 'c1a', 'c100a', 'drai
 -- keeping nothing, as pgmq's delete
 SELECT queue_create(q, retention => '0') FROM unnest(ARRAY['c1', 'c100', 'c100one', 'c100each', 'drain0']) q;
 SELECT pgmq.create(q) FROM unnest(ARRAY['enq1', 'enq100', 'c1', 'c100', 'c1a', 'c100a', 'lat']) q;
+-- groups (4g, 4o, 4l, 5g): their fill spreads the jobs over 10,000 groups
+SELECT queue_create(q, retention => '0') FROM unnest(ARRAY['c100g', 'drain0g']) q;
+SELECT queue_create('c100o', retention => '0', ordered => true);
+SELECT queue_create('c100l', retention => '0', max_in_flight => 1000000,
+                    rate_limit => '1000000000/1 second');
+SELECT pgmq.create('c100g');
 -- the ceiling: a minimal job table
 CREATE TABLE ceiling_ins (id bigserial PRIMARY KEY, payload jsonb NOT NULL);
 CREATE TABLE ceiling_del (id bigserial PRIMARY KEY, payload jsonb NOT NULL);
@@ -148,6 +160,16 @@ SQL
 script c_c100 <<'SQL'
 DELETE FROM ceiling_del WHERE id = ANY (ARRAY(SELECT id FROM ceiling_del ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED));
 SQL
+for q in c100g c100o c100l; do
+script "q_$q" <<SQL
+SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(lease), '{}') AS leases FROM queue_claim('$q', 'bench', 100) \\gset
+SELECT count(*) FROM queue_complete_batch(':ids'::bigint[], ':leases'::uuid[]);
+SQL
+done
+script p_c100g <<'SQL'
+SELECT coalesce(array_agg(msg_id), '{}') AS ids FROM pgmq.read_grouped_rr('c100g', 30, 100) \gset
+SELECT count(*) FROM pgmq.delete('c100g', ':ids'::bigint[]);
+SQL
 script q_c100one <<'SQL'
 SELECT count(*) FROM (SELECT array_agg(id) AS ids, array_agg(lease) AS leases FROM queue_claim('c100one', 'bench', 100)) c,
        LATERAL queue_complete_batch(coalesce(c.ids, '{}'), coalesce(c.leases, '{}'));
@@ -201,6 +223,20 @@ fill() {
     n=$(( $3 > have ? $3 - have : 0 ))
     [ "$n" -gt 0 ] || return 0
     local chunks=$(( (n + 9999) / 10000 ))
+    # the queues of the group items: each job in one of 10,000 groups, at random
+    local groups="ARRAY(SELECT 'g' || (random() * 9999)::int FROM generate_series(1, 10000 + 0 * g))"
+    case $1:$2 in
+    queue:c100g | queue:c100o | queue:c100l | queue:drain0g)
+        sql -c "SELECT count(*) FROM generate_series(1, $chunks) g,
+                LATERAL queue_enqueue_batch('$2', array_fill('$PAYLOAD'::jsonb, ARRAY[10000 + 0 * g]),
+                                            group_keys => $groups)" > /dev/null
+        return ;;
+    pgmq:c100g)
+        sql -c "SELECT count(*) FROM generate_series(1, $chunks) g,
+                LATERAL pgmq.send_batch('$2', array_fill('$PAYLOAD'::jsonb, ARRAY[10000 + 0 * g]),
+                    ARRAY(SELECT jsonb_build_object('x-pgmq-group', k) FROM unnest($groups) k))" > /dev/null
+        return ;;
+    esac
     case $1 in
     # (the batch depends on g, or the planner calls the function once and rescans its rows)
     queue) sql -c "SELECT count(*) FROM generate_series(1, $chunks) g,
@@ -268,7 +304,12 @@ item 1w && CLIENTS=$WIDE_CLIENTS throughput 1w 1 0 queue:q_enq1 pgmq:p_enq1 ceil
 item 2 && throughput 2 100 0 queue:q_enq100 pgmq:p_enq100 ceiling:c_enq100
 item 3 && throughput 3 1 50000 queue:q_c1:c1 pgmq:p_c1:c1 ceiling:c_c1:x
 item 3a && throughput 3a 1 50000 queue:q_c1a:c1a pgmq:p_c1a:c1a
-item 4 && throughput 4 100 300000 queue:q_c100:c100 pgmq:p_c100:c100 ceiling:c_c100:x
+# the group items take turns with 4, round by round
+group_specs=()
+item 4g && group_specs+=(queue:q_c100g:c100g:4g pgmq:p_c100g:c100g:4g)
+item 4o && group_specs+=(queue:q_c100o:c100o:4o)
+item 4l && group_specs+=(queue:q_c100l:c100l:4l)
+item 4 && throughput 4 100 300000 queue:q_c100:c100 pgmq:p_c100:c100 ceiling:c_c100:x "${group_specs[@]}"
 item 4a && throughput 4a 100 300000 queue:q_c100a:c100a pgmq:p_c100a:c100a
 # 4b and 4c take turns, round by round: 4c's bar is a ratio to 4b
 if item 4b && item 4c; then
@@ -328,6 +369,7 @@ drain() {
 }
 item 5 && drain 5 drain
 item 5n && drain 5n drain0
+item 5g && drain 5g drain0g
 
 # ---------------------------------------------------------------- 6 latency
 # One round: enqueue at RATE for SECS; the sender (ours) or the consumer
@@ -420,12 +462,17 @@ table() {
     row "3 | claim + complete, one job per statement; retention 0 (pgmq: delete)" "jobs/s" 3 3 pgmq 3
     row "3a | the same, the default retention of a day (pgmq: archive)" "jobs/s" 3a 3a pgmq ""
     row "4 | claim 100 + complete the batch (2 statements); retention 0 (pgmq: delete)" "jobs/s" 4 4 pgmq 4
+    row "4g | 4 from a queue with 10,000 groups (pgmq: read_grouped_rr + delete, 10,000 groups)" "jobs/s" 4g 4g pgmq 4
+    row "4o | 4 from an ordered queue with 10,000 groups (peer: 4, plain)" "jobs/s" 4o 4 queue ""
+    row "4l | 4 with max_in_flight and rate_limit that never bind (peer: 4, plain)" "jobs/s" 4l 4 queue ""
+    row "4g′ | 4g against 4, plain (peer: 4)" "jobs/s" 4g 4 queue ""
     row "4a | the same, the default retention (pgmq: archive)" "jobs/s" 4a 4a pgmq ""
     row "4b | claim 100 + complete in one statement, retention 0 (pgmq: as in 4)" "jobs/s" 4b 4 pgmq 4
     row "4c | the same claim, then 100 queue_complete calls in that statement (per-call cost; pgmq: as in 4)" "jobs/s" 4c 4 pgmq 4
     row "5 | worker drain of $(fmt "$DRAIN_JOBS") jobs, no-op sender (pgmq: best consumer, $best_pgmq)" "jobs/s" 5 "$best_pgmq" pgmq 4
     row "5′ | the same drain (pgmq: one consumer connection, read(100) + delete)" "jobs/s" 5 5p pgmq 4
     row "5n | the same drain, retention 0 (nothing kept, as pgmq's delete and the ceiling; pgmq: best consumer, $best_pgmq)" "jobs/s" 5n "$best_pgmq" pgmq 4
+    row "5g | 5n's drain from a queue with 10,000 groups (peer: 5n)" "jobs/s" 5g 5n queue 4
     row "6 | latency enqueue → sender, idle ($IDLE_RATE/s), median" "ms" 6idle-p50 6idle-p50 pgmq ""
     row "6 | latency enqueue → sender, idle, p99" "ms" 6idle-p99 6idle-p99 pgmq ""
     row "6 | latency enqueue → sender at $(fmt "$LOAD_RATE") jobs/s, median" "ms" 6load-p50 6load-p50 pgmq ""
