@@ -18,6 +18,7 @@
 #   6  latency from an enqueue's commit to its sender call, idle and at 1,000 jobs/s
 #      (peer: a pgmq consumer waiting in read_with_poll, polling every 10 ms)
 #   7  the ceiling: the least work the same job needs, as plain SQL on a minimal table
+#   1g 1 with a group key (one of 1,000 at random; peer: 1, the rounds taking turns)
 #   4g 4's claim + complete from a queue whose jobs spread over 10,000 groups
 #      (peer: 4, the plain queue, its rounds taking turns with these; and
 #      pgmq's read_grouped_rr(100) + delete on the same groups, its x-pgmq-group)
@@ -39,7 +40,7 @@
 # 50,000 for item 3 and 300,000 for 4; later rounds get twice what the
 # previous one took), BENCH_DOC (BENCHMARKS.md),
 # BENCH_DIR (/tmp/qbench/bench), BENCH_PORT (54400), PGMQ_INSTALL (binary),
-# BENCH_ITEMS (the items to measure, by default all: "1 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 6"),
+# BENCH_ITEMS (the items to measure, by default all: "1 1g 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 6"),
 # BENCH_WIDE_CLIENTS (32, for 1w).
 . "$(dirname "$0")/common.sh"
 
@@ -52,7 +53,7 @@ LOAD_RATE=${BENCH_LOAD_RATE:-1000}
 IDLE_RATE=${BENCH_IDLE_RATE:-50}
 FILL=${BENCH_FILL:-}
 DOC=${BENCH_DOC-BENCHMARKS.md}
-ITEMS=" ${BENCH_ITEMS:-1 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 6} "
+ITEMS=" ${BENCH_ITEMS:-1 1g 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 6} "
 WIDE_CLIENTS=${BENCH_WIDE_CLIENTS:-32}
 item() { [[ $ITEMS == *" $1 "* ]]; }
 PGMQ_INSTALL=${PGMQ_INSTALL:-target/debug/pgmq-install}
@@ -102,6 +103,9 @@ SQL
 script() { cat > "$WORK/$1.sql"; }
 script q_enq1 <<SQL
 SELECT queue_enqueue('enq1', '$PAYLOAD');
+SQL
+script q_enq1g <<SQL
+SELECT queue_enqueue('enq1', '$PAYLOAD', group_key => 'g' || (random() * 999)::int);
 SQL
 script p_enq1 <<SQL
 SELECT pgmq.send('enq1', '$PAYLOAD');
@@ -299,7 +303,9 @@ throughput() {
 
 # ---------------------------------------------------------------- 1-4, 7
 echo "Measuring: $ROUNDS rounds of ${SECS} s per figure, $CLIENTS connections" >&2
-item 1 && throughput 1 1 0 queue:q_enq1 pgmq:p_enq1 ceiling:c_enq1
+enq_group_specs=()
+item 1g && enq_group_specs+=(queue:q_enq1g::1g)
+item 1 && throughput 1 1 0 queue:q_enq1 pgmq:p_enq1 ceiling:c_enq1 "${enq_group_specs[@]}"
 item 1w && CLIENTS=$WIDE_CLIENTS throughput 1w 1 0 queue:q_enq1 pgmq:p_enq1 ceiling:c_enq1
 item 2 && throughput 2 100 0 queue:q_enq100 pgmq:p_enq100 ceiling:c_enq100
 item 3 && throughput 3 1 50000 queue:q_c1:c1 pgmq:p_c1:c1 ceiling:c_c1:x
@@ -457,6 +463,7 @@ table() {
     echo "| # | what | unit | queue | pgmq | queue/pgmq | ceiling | queue/ceiling |"
     echo "|---|---|---|---|---|---|---|---|"
     row "1 | enqueue, one job per statement" "jobs/s" 1 1 pgmq 1
+    row "1g | 1 with a group key, one of 1,000 (peer: 1, plain)" "jobs/s" 1g 1 queue ""
     row "1w | the same on $WIDE_CLIENTS connections" "jobs/s" 1w 1w pgmq 1w
     row "2 | enqueue, batches of 100" "jobs/s" 2 2 pgmq 2
     row "3 | claim + complete, one job per statement; retention 0 (pgmq: delete)" "jobs/s" 3 3 pgmq 3

@@ -44,15 +44,6 @@ impl Limits {
         *self == Limits::default()
     }
 
-    /// How many of a group's jobs may be in flight at once (ordered: 1).
-    pub fn per_group(&self) -> Option<i32> {
-        if self.ordered {
-            Some(1)
-        } else {
-            self.group_max_in_flight
-        }
-    }
-
     fn of_row(row: &db::Row<'_>) -> Limits {
         let rate = |n: &str, window: &str| {
             let n: Option<i32> = row.get(n);

@@ -139,7 +139,7 @@ pub fn claim(
     };
 
     let limited = !queue.limits.none();
-    if limited {
+    if limits::counted(&queue.limits) {
         catalog::lock_claims(queue.id);
     }
     let mut jobs = Vec::with_capacity(max_jobs);

@@ -1,16 +1,19 @@
 //! Claims that hold to a queue's order and limits (docs/groups.md):
 //! `ordered`, `max_in_flight`, `group_max_in_flight`, `rate_limit` and
-//! `group_rate_limit`. The caller holds the queue's claim lock
-//! (`catalog::lock_claims`), so each claim sees what the last one took:
-//! what is in flight is counted in `queue_live`, what was claimed in a rate
-//! window in `queue_claims`, both written in the claim's own transaction,
-//! so a crash or a failover keeps them as exact as the jobs themselves.
+//! `group_rate_limit`. For a limit that counts, the caller holds the
+//! queue's claim lock (`catalog::lock_claims`, see `counted`), so each
+//! claim sees what the last one took: what is in flight is counted in
+//! `queue_live`, what was claimed in a rate window in `queue_claims`, both
+//! written in the claim's own transaction, so a crash or a failover keeps
+//! them as exact as the jobs themselves. An ordered queue needs no count:
+//! only a group's oldest unfinished job may be claimed, one row, which
+//! `FOR UPDATE SKIP LOCKED` hands to one claimer.
 
 use std::collections::HashMap;
 
 use pgrx::spi::SpiClient;
 
-use crate::catalog::Queue;
+use crate::catalog::{Limits, Queue};
 use crate::db::{self, args};
 use crate::queries;
 
@@ -21,6 +24,15 @@ pub struct Chosen {
     pub held_back: bool,
 }
 
+/// Whether claims of a queue with these limits count jobs (in flight, or
+/// in a window), and so must run one at a time.
+pub fn counted(limits: &Limits) -> bool {
+    limits.max_in_flight.is_some()
+        || limits.group_max_in_flight.is_some()
+        || limits.rate.is_some()
+        || limits.group_rate.is_some()
+}
+
 /// Counts per group; the key None is the queue as a whole.
 type Counts = HashMap<Option<String>, i64>;
 
@@ -29,7 +41,8 @@ type Counts = HashMap<Option<String>, i64>;
 /// jobs in claim order whose group has room (and, in an ordered queue, that
 /// are their group's oldest unfinished job). It reads further into the
 /// ready jobs, four times as far each time, until it has found enough or
-/// read them all.
+/// read them all. The caller holds the queue's claim lock when `counted`
+/// says the queue needs one.
 pub fn choose(client: &mut SpiClient<'_>, queue: &Queue, wanted: usize, now: i64) -> Chosen {
     let limits = &queue.limits;
     let mut room = wanted as i64;
@@ -49,9 +62,18 @@ pub fn choose(client: &mut SpiClient<'_>, queue: &Queue, wanted: usize, now: i64
             held_back,
         };
     }
-    let per_group = limits.per_group().map(i64::from);
+    // (in an ordered queue only a group's oldest unfinished job is a
+    // candidate, which is what one job of a group in flight at a time
+    // needs: a claim counts a group's jobs in flight only for
+    // group_max_in_flight)
+    let per_group = match limits.ordered {
+        true => None,
+        false => limits.group_max_in_flight.map(i64::from),
+    };
     let group_rate = limits.group_rate.map(|(n, _)| i64::from(n));
-    let mut scan = room * 4 + 64;
+    // every ready job is a candidate unless a group rule may refuse it
+    let all_fit = !limits.ordered && per_group.is_none() && group_rate.is_none();
+    let mut scan = if all_fit { room } else { room * 2 + 16 };
     loop {
         let candidates: Vec<(i64, Option<String>, bool)> = db::run(
             client,

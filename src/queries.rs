@@ -53,6 +53,8 @@ statements! {
         priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, dedup_key: TEXTOID,
         now: TIMESTAMPTZOID, group_key: TEXTOID) -> (id);
     ENQUEUE_BATCH = "enqueue_batch.sql" (queue_id: INT4OID, payloads: JSONBARRAYOID,
+        priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, now: TIMESTAMPTZOID) -> (ids);
+    ENQUEUE_BATCH_KEYS = "enqueue_batch_keys.sql" (queue_id: INT4OID, payloads: JSONBARRAYOID,
         priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, now: TIMESTAMPTZOID,
         group_keys: TEXTARRAYOID, dedup_keys: TEXTARRAYOID, skip: INT8ARRAYOID) -> (ids);
     DEDUP_FIND_MANY = "dedup_find_many.sql" (queue_id: INT4OID, dedup_keys: TEXTARRAYOID)

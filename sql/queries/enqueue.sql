@@ -2,25 +2,28 @@
 -- ('ready' or 'scheduled'), $7 dedup_key, $8 now, $9 group_key. No row: the
 -- queue is gone.
 --
--- The job's turn (docs/groups.md): the turn of the front of its priority's
--- ready jobs, or one after its group's last job if that is later; so a
--- group new to the queue, or a job without a group, joins the current round
--- and a busy group's jobs spread over the rounds to come.
+-- The job's turn (docs/groups.md): for a job of a group, the turn of the
+-- front of its priority's ready jobs, or one after its group's last job if
+-- that is later, so a group new to the queue joins the current round and a
+-- busy group's jobs spread over the rounds to come. A job without a group
+-- takes turn 0, the first round, without looking: the look at the front
+-- walks past the index entries of jobs claimed since vacuum last ran, and
+-- measured under a claiming consumer it halved the insert's rate.
 WITH job AS (
     INSERT INTO queue_live
            (slot, queue_id, priority, id, run_at, enqueued_at, state, dedup_key, headers, payload,
             group_key, turn)
     SELECT (g.last_value % 2)::smallint, q.id, $4, nextval('queue_job_id_seq'), $5, $8, $6, $7,
            $3, $2, $9,
-           greatest((SELECT r.turn FROM queue_live r
-                      WHERE r.queue_id = $1 AND r.state = 'ready' AND r.priority = $4
-                      ORDER BY r.turn LIMIT 1),
-                    CASE WHEN $9::text IS NOT NULL THEN
+           CASE WHEN $9::text IS NOT NULL THEN
+               greatest((SELECT r.turn FROM queue_live r
+                          WHERE r.queue_id = $1 AND r.state = 'ready' AND r.priority = $4
+                          ORDER BY r.turn LIMIT 1),
                         (SELECT l.turn + 1 FROM queue_live l
                           WHERE l.queue_id = $1 AND l.group_key = $9
-                          ORDER BY l.id DESC LIMIT 1)
-                    END,
-                    0)
+                          ORDER BY l.id DESC LIMIT 1),
+                        0)
+           ELSE 0 END
       FROM queue_queues q, queue_live_generation g
      WHERE q.id = $1
     RETURNING id, queue_id

@@ -1,43 +1,23 @@
--- $1 queue id, $2 payloads, $3 priority, $4 run_at, $5 state, $6 now,
--- $7 group keys and $8 dedup keys (NULL, or one per payload), $9 the
--- positions (1-based) of payloads not to insert (NULL: none). Ids are drawn
--- after sorting, so they ascend in input order. They come back as one
--- array, ascending.
+-- $1 queue id, $2 payloads, $3 priority, $4 run_at, $5 state, $6 now. Ids are
+-- drawn after sorting, so they ascend in input order. They come back as one
+-- array, ascending. (With group or dedup keys: enqueue_batch_keys.sql.)
 --
--- Turns as in enqueue.sql, the jobs of one group in the batch taking one
--- turn after another.
---
--- Each job's uid is the statement's one random value (its first 8 bytes)
--- followed by the job's id: unique for ever like a random uuid per job (ids
--- differ within the statement, random values between statements), for a
--- fraction of the cost of 100 calls of gen_random_uuid().
-WITH front AS (
-    SELECT coalesce((SELECT r.turn FROM queue_live r
-                      WHERE r.queue_id = $1 AND r.state = 'ready' AND r.priority = $3
-                      ORDER BY r.turn LIMIT 1), 0) AS turn
-), input AS (
-    SELECT p.payload, p.group_key, p.dedup_key, p.ord,
-           CASE WHEN p.group_key IS NULL THEN f.turn ELSE
-               greatest(f.turn, (SELECT l.turn + 1 FROM queue_live l
-                                  WHERE l.queue_id = $1 AND l.group_key = p.group_key
-                                  ORDER BY l.id DESC LIMIT 1))
-               + row_number() OVER (PARTITION BY p.group_key ORDER BY p.ord) - 1
-           END AS turn
-      FROM unnest($2, $7::text[], $8::text[]) WITH ORDINALITY AS p(payload, group_key, dedup_key, ord),
-           front f
-     WHERE p.ord <> ALL (coalesce($9::bigint[], '{}'))
+-- Each job's uid is the statement's one random value (its first 16
+-- hexadecimal digits) followed by the job's place in the batch: unique for
+-- ever like a random uuid per job (places differ within the statement,
+-- random values between statements), for one call of gen_random_uuid()
+-- a batch instead of one a job.
+WITH r AS MATERIALIZED (
+    -- (once for the statement)
+    SELECT pg_catalog.left(pg_catalog.replace(gen_random_uuid()::text, '-', ''), 16) AS prefix
 ), jobs AS (
-    INSERT INTO queue_live (slot, queue_id, priority, id, run_at, enqueued_at, state, payload,
-                            group_key, dedup_key, turn, uid)
-    SELECT n.slot, n.queue_id, $3, n.id, $4, $6, $5, n.payload, n.group_key, n.dedup_key, n.turn,
-           pg_catalog.encode(overlay(r.bytes PLACING pg_catalog.int8send(n.id) FROM 9),
-                             'hex')::uuid
-      FROM (SELECT (g.last_value % 2)::smallint AS slot, q.id AS queue_id,
-                   nextval('queue_job_id_seq') AS id, i.payload, i.group_key, i.dedup_key, i.turn
-              FROM queue_queues q, queue_live_generation g, input i
-             WHERE q.id = $1
-             ORDER BY i.ord) n,
-           (SELECT pg_catalog.uuid_send(gen_random_uuid()) AS bytes) r
+    INSERT INTO queue_live (slot, queue_id, priority, id, run_at, enqueued_at, state, payload, uid)
+    SELECT (g.last_value % 2)::smallint, q.id, $3, nextval('queue_job_id_seq'), $4, $6, $5,
+           p.payload, (r.prefix || pg_catalog.lpad(pg_catalog.to_hex(p.ord), 16, '0'))::uuid
+      FROM queue_queues q, queue_live_generation g,
+           unnest($2) WITH ORDINALITY AS p(payload, ord), r
+     WHERE q.id = $1
+     ORDER BY p.ord
     RETURNING id, queue_id
 ), tally AS (
     INSERT INTO queue_tallies (queue_id, enqueued_total)

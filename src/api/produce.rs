@@ -181,21 +181,22 @@ fn queue_enqueue_batch(
             .map(|keys| taken_keys(client, queue.id, keys))
             .unwrap_or_default();
         let skip: Vec<i64> = taken.iter().map(|(at, _)| *at as i64 + 1).collect();
-        let rows = db::run(
-            client,
-            &queries::ENQUEUE_BATCH,
-            args![
-                queue_id = queue.id,
-                payloads = payloads,
-                priority = priority,
-                run_at = db::timestamp(due),
-                state = state,
-                now = db::timestamp(now),
-                group_keys = group_keys.clone(),
-                dedup_keys = dedup_keys.clone(),
-                skip = (!skip.is_empty()).then_some(skip),
-            ],
-        );
+        let (names, values) = args![
+            queue_id = queue.id,
+            payloads = payloads,
+            priority = priority,
+            run_at = db::timestamp(due),
+            state = state,
+            now = db::timestamp(now),
+            group_keys = group_keys.clone(),
+            dedup_keys = dedup_keys.clone(),
+            skip = (!skip.is_empty()).then_some(skip),
+        ];
+        let rows = if group_keys.is_none() && dedup_keys.is_none() {
+            db::run(client, &queries::ENQUEUE_BATCH, (&names[..6], &values[..6]))
+        } else {
+            db::run(client, &queries::ENQUEUE_BATCH_KEYS, (&names, &values))
+        };
         // (NULL: the queue was gone, and `inserted` says so)
         let new: Vec<i64> = rows.first().and_then(|r| r.get("ids")).unwrap_or_default();
         if new.len() + taken.len() != shape.len {

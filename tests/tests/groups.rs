@@ -232,7 +232,14 @@ fn consume_at_random(config: postgres::Config, queue: &'static str, seed: u64) {
             }
             tx.commit()?;
             if claimed.is_empty() {
-                if unfinished(&mut client, queue) == 0 {
+                let left: i64 = client
+                    .query_one(
+                        "SELECT count(*) FROM queue_jobs
+                          WHERE queue = $1 AND status IN ('pending', 'processing')",
+                        &[&queue],
+                    )?
+                    .get(0);
+                if left == 0 {
                     return Ok(false);
                 }
                 std::thread::sleep(Duration::from_millis(10));
