@@ -3,6 +3,7 @@
 //! connection as the extension owner (`db::with_tables`).
 
 use std::cmp::Reverse;
+use std::collections::HashSet;
 
 use pgrx::datum::{Interval, TimestampWithTimeZone, Uuid};
 use pgrx::pg_sys;
@@ -18,6 +19,10 @@ use crate::queries;
 /// A claim first makes due scheduled jobs ready, at least this many at a
 /// time, so that priorities hold among everything that is due.
 const PROMOTE_AT_LEAST: usize = 1_000;
+
+/// How many times a claim looks again for jobs to fill its batch, after
+/// jobs with no attempt left or jobs another claimer took first.
+const CLAIM_ROUNDS: usize = 8;
 
 /// A job just claimed.
 pub struct Claimed {
@@ -144,21 +149,27 @@ pub fn claim(
     }
     let mut jobs = Vec::with_capacity(max_jobs);
     let mut held_back = false;
-    loop {
+    // jobs chosen that another claimer had locked (an ordered queue's
+    // claims run side by side): the next choice passes them by
+    let mut taken_elsewhere = HashSet::new();
+    for _ in 0..CLAIM_ROUNDS {
         let wanted = max_jobs - jobs.len();
-        let ids = if limited {
-            let chosen = limits::choose(client, queue, wanted, now);
+        let (limit, ids) = if limited {
+            let chosen = limits::choose(client, queue, wanted, now, &taken_elsewhere);
             held_back |= chosen.held_back;
-            if chosen.ids.is_empty() {
-                break;
+            match chosen.pick {
+                limits::Pick::Next(0) => break,
+                limits::Pick::These(ids) if ids.is_empty() => break,
+                limits::Pick::Next(room) => (room, None),
+                limits::Pick::These(ids) => (ids.len(), Some(ids)),
             }
-            Some(chosen.ids)
         } else {
-            None
+            (wanted, None)
         };
+        let asked: Vec<i64> = ids.clone().unwrap_or_default();
         let mut exhausted = Vec::new();
         let mut claimed = Vec::new();
-        for row in claim(client, wanted, ids) {
+        for row in claim(client, limit, ids) {
             match row {
                 Ok(job) => claimed.push(job),
                 Err(id) => exhausted.push(id),
@@ -172,12 +183,20 @@ pub fn claim(
                 claimed.iter().map(|(_, group, _)| group.as_deref()),
             );
         }
+        let got: HashSet<i64> = claimed
+            .iter()
+            .map(|(_, _, job)| job.id)
+            .chain(exhausted.iter().copied())
+            .collect();
+        let missed = asked.iter().filter(|id| !got.contains(id)).count();
+        taken_elsewhere.extend(asked.into_iter().filter(|id| !got.contains(id)));
         jobs.extend(claimed);
-        // Jobs with no attempt left go to the dead letters; look for
-        // others to fill the batch.
-        let done = exhausted.is_empty();
+        // Jobs with no attempt left go to the dead letters, and jobs another
+        // claimer took first are passed by: look for others to fill the
+        // batch.
+        let again = !exhausted.is_empty() || missed > 0;
         bury(client, exhausted, now, None);
-        if done || jobs.len() >= max_jobs {
+        if !again || jobs.len() >= max_jobs {
             break;
         }
     }

@@ -9,7 +9,7 @@
 //! only a group's oldest unfinished job may be claimed, one row, which
 //! `FOR UPDATE SKIP LOCKED` hands to one claimer.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use pgrx::spi::SpiClient;
 
@@ -17,9 +17,16 @@ use crate::catalog::{Limits, Queue};
 use crate::db::{self, args};
 use crate::queries;
 
-/// The ready jobs a claim may take, in claim order.
+/// What a claim may take.
+pub enum Pick {
+    /// The first this many ready jobs, whatever their group.
+    Next(usize),
+    /// These ready jobs, in claim order.
+    These(Vec<i64>),
+}
+
 pub struct Chosen {
-    pub ids: Vec<i64>,
+    pub pick: Pick,
     /// A limit kept some ready job back (or may have).
     pub held_back: bool,
 }
@@ -43,7 +50,14 @@ type Counts = HashMap<Option<String>, i64>;
 /// ready jobs, four times as far each time, until it has found enough or
 /// read them all. The caller holds the queue's claim lock when `counted`
 /// says the queue needs one.
-pub fn choose(client: &mut SpiClient<'_>, queue: &Queue, wanted: usize, now: i64) -> Chosen {
+/// `passed`: jobs another claimer took first, which are not chosen again.
+pub fn choose(
+    client: &mut SpiClient<'_>,
+    queue: &Queue,
+    wanted: usize,
+    now: i64,
+    passed: &HashSet<i64>,
+) -> Chosen {
     let limits = &queue.limits;
     let mut room = wanted as i64;
     if let Some(max) = limits.max_in_flight {
@@ -58,7 +72,7 @@ pub fn choose(client: &mut SpiClient<'_>, queue: &Queue, wanted: usize, now: i64
     let held_back = room < wanted;
     if room == 0 {
         return Chosen {
-            ids: Vec::new(),
+            pick: Pick::Next(0),
             held_back,
         };
     }
@@ -72,8 +86,13 @@ pub fn choose(client: &mut SpiClient<'_>, queue: &Queue, wanted: usize, now: i64
     };
     let group_rate = limits.group_rate.map(|(n, _)| i64::from(n));
     // every ready job is a candidate unless a group rule may refuse it
-    let all_fit = !limits.ordered && per_group.is_none() && group_rate.is_none();
-    let mut scan = if all_fit { room } else { room * 2 + 16 };
+    if !limits.ordered && per_group.is_none() && group_rate.is_none() {
+        return Chosen {
+            pick: Pick::Next(room),
+            held_back,
+        };
+    }
+    let mut scan = room * 2 + 16 + passed.len();
     loop {
         let candidates: Vec<(i64, Option<String>, bool)> = db::run(
             client,
@@ -105,6 +124,9 @@ pub fn choose(client: &mut SpiClient<'_>, queue: &Queue, wanted: usize, now: i64
             if ids.len() == room {
                 break;
             }
+            if passed.contains(id) {
+                continue;
+            }
             let Some(group) = group else {
                 // (a job without a group is a group of its own)
                 ids.push(*id);
@@ -125,7 +147,7 @@ pub fn choose(client: &mut SpiClient<'_>, queue: &Queue, wanted: usize, now: i64
         }
         if ids.len() == room || read_all {
             return Chosen {
-                ids,
+                pick: Pick::These(ids),
                 held_back: held_back || skipped,
             };
         }

@@ -129,6 +129,9 @@ fn a_sql_sender_delivers_the_small_groups_within_its_first_two_batches() {
     small_groups_within(&order, &small, 200);
 }
 
+/// (One request open at a time: requests open at once reach the receiver in
+/// any order; with 10 open, a request on a connection being opened was seen
+/// to arrive after a hundred sent later on kept-alive ones.)
 #[test]
 fn a_webhook_posts_the_small_groups_among_its_first_two_hundred_requests() {
     let receiver = Receiver::start();
@@ -141,7 +144,7 @@ fn a_webhook_posts_the_small_groups_among_its_first_two_hundred_requests() {
         .batch_execute(&format!(
             "SELECT queue_create('fair_hook');
              SELECT queue_pause('fair_hook');
-             SELECT queue_register_webhook('fair_hook', '{}', max_in_flight => 100);",
+             SELECT queue_register_webhook('fair_hook', '{}', max_in_flight => 1);",
             receiver.url("/fair")
         ))
         .unwrap();
