@@ -28,7 +28,7 @@ pub struct Queue {
 }
 
 /// What a claim of a queue must hold to: the options of docs/groups.md.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct Limits {
     pub ordered: bool,
     pub max_in_flight: Option<i32>,
@@ -39,11 +39,6 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// No option is set: a claim runs as it always did.
-    pub fn none(&self) -> bool {
-        *self == Limits::default()
-    }
-
     fn of_row(row: &db::Row<'_>) -> Limits {
         let rate = |n: &str, window: &str| {
             let n: Option<i32> = row.get(n);

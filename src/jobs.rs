@@ -98,6 +98,7 @@ pub fn claim(
     let expires = db::timestamp(add_delay(now, lease_us));
     let claim = |client: &mut SpiClient<'_>, wanted: usize, ids: Option<Vec<i64>>| {
         let (stmt, ids) = match ids {
+            None if queue.limits.ordered => (&queries::CLAIM_ORDERED, None),
             None => (&queries::CLAIM, None),
             Some(ids) => (&queries::CLAIM_IDS, Some(ids)),
         };
@@ -143,8 +144,10 @@ pub fn claim(
         .collect::<Vec<_>>()
     };
 
-    let limited = !queue.limits.none();
-    if limits::counted(&queue.limits) {
+    // (an ordered queue whose limits count nothing claims in one statement,
+    // claim_next_ordered.sql)
+    let limited = limits::counted(&queue.limits);
+    if limited {
         catalog::lock_claims(queue.id);
     }
     let mut jobs = Vec::with_capacity(max_jobs);

@@ -5,9 +5,10 @@
 //! claim sees what the last one took: what is in flight is counted in
 //! `queue_live`, what was claimed in a rate window in `queue_claims`, both
 //! written in the claim's own transaction, so a crash or a failover keeps
-//! them as exact as the jobs themselves. An ordered queue needs no count:
-//! only a group's oldest unfinished job may be claimed, one row, which
-//! `FOR UPDATE SKIP LOCKED` hands to one claimer.
+//! them as exact as the jobs themselves. An ordered queue needs no count
+//! and no lock: only a group's oldest unfinished job may be claimed, one
+//! row, which `FOR UPDATE SKIP LOCKED` hands to one claimer; without limits
+//! that count it claims in one statement (claim_next_ordered.sql).
 
 use std::collections::{HashMap, HashSet};
 

@@ -70,6 +70,11 @@ statements! {
         max_attempts: INT4OID, lease_until: TIMESTAMPTZOID, worker: TEXTOID, body_queue: TEXTOID)
         -> (id, state, payload, headers, attempts, enqueued_at, lease, lease_expires_at,
             priority, run_at, turn, webhook_id, body, group_key);
+    CLAIM_ORDERED = "claim_set.sql" + "claim_next_ordered.sql" + "claim_returning.sql"
+        (queue_id: INT4OID, limit: INT4OID, max_attempts: INT4OID, lease_until: TIMESTAMPTZOID,
+        worker: TEXTOID, body_queue: TEXTOID)
+        -> (id, state, payload, headers, attempts, enqueued_at, lease, lease_expires_at,
+            priority, run_at, turn, webhook_id, body, group_key);
     CLAIM_IDS = "claim_set.sql" + "claim_ids.sql" + "claim_returning.sql" (queue_id: INT4OID, limit: INT4OID,
         max_attempts: INT4OID, lease_until: TIMESTAMPTZOID, worker: TEXTOID, body_queue: TEXTOID,
         ids: INT8ARRAYOID)

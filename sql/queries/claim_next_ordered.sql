@@ -1,0 +1,14 @@
+-- (claim_set.sql) The first $2 ready jobs in claim order that are their
+-- group's oldest unfinished job: an ordered queue without limits that
+-- count (docs/groups.md). Only a group's head qualifies, one row per
+-- group, and FOR UPDATE SKIP LOCKED hands each to one claimer.
+ WHERE l.id = ANY (ARRAY(
+           SELECT r.id FROM queue_live r
+            WHERE r.queue_id = $1 AND r.state = 'ready'
+              AND (r.group_key IS NULL
+                   OR NOT EXISTS (SELECT FROM queue_live o
+                                   WHERE o.queue_id = $1 AND o.group_key = r.group_key
+                                     AND o.id < r.id))
+            ORDER BY r.priority DESC, r.turn, r.run_at, r.id
+            LIMIT $2
+            FOR UPDATE OF r SKIP LOCKED))
