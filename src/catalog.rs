@@ -205,9 +205,9 @@ pub fn lock_group(queue_id: i32, key: &str) {
     lock_object(key_hash(queue_id, key), GROUP_LOCK, pg_sys::ExclusiveLock);
 }
 
-/// Taken by a claim of a queue with a limit (or ordered) until the end of
-/// the transaction: such claims run one at a time, each seeing what the
-/// last one claimed, so together they never pass a limit.
+/// Taken by a claim of a queue with a limit that counts (limits::counted)
+/// until the end of the transaction: such claims run one at a time, each
+/// seeing what the last one claimed, so together they never pass a limit.
 pub fn lock_claims(queue_id: i32) {
     lock_object(
         Oid::from(queue_id as u32),

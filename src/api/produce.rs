@@ -195,7 +195,7 @@ fn queue_enqueue_batch(
         let rows = if group_keys.is_none() && dedup_keys.is_none() {
             db::run(client, &queries::ENQUEUE_BATCH, (&names[..6], &values[..6]))
         } else {
-            db::run(client, &queries::ENQUEUE_BATCH_KEYS, (&names, &values))
+            db::run(client, &queries::ENQUEUE_BATCH_KEYS, (names, values))
         };
         // (NULL: the queue was gone, and `inserted` says so)
         let new: Vec<i64> = rows.first().and_then(|r| r.get("ids")).unwrap_or_default();

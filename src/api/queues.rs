@@ -160,6 +160,8 @@ impl Options<'_> {
     }
 }
 
+// (SQL's named arguments with defaults, as API.md gives them)
+#[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_create(
     queue: Option<&str>,
@@ -201,6 +203,7 @@ fn queue_create(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_alter(
     queue: Option<&str>,

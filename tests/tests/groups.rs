@@ -333,18 +333,25 @@ fn check_order(client: &mut Client) -> usize {
     ended.len()
 }
 
-#[test]
-fn eight_consumers_keep_each_group_in_order_one_job_at_a_time() {
+/// A cluster with the consumers' log and the ordered queue `ord` (leases
+/// of a second, retries at once, `more` options) holding 200 groups of 10.
+fn ordered_queue_of_two_hundred_groups(more: &str) -> (Cluster, Client) {
     let cluster = Cluster::start();
     let mut client = cluster.connect();
     client.batch_execute(LOG).unwrap();
     client
-        .batch_execute(
-            "SELECT queue_create('ord', ordered => true, lease => '1 second', max_attempts => 1000,
-                                 retry_delay => '0')",
-        )
+        .batch_execute(&format!(
+            "SELECT queue_create('ord', ordered => true, lease => '1 second',
+                                 max_attempts => 1000, retry_delay => '0'{more})"
+        ))
         .unwrap();
     two_hundred_groups(&mut client, "ord");
+    (cluster, client)
+}
+
+#[test]
+fn eight_consumers_keep_each_group_in_order_one_job_at_a_time() {
+    let (cluster, mut client) = ordered_queue_of_two_hundred_groups("");
     let config = cluster.config(queue_client_tests::DB);
     let threads: Vec<_> = (0..8)
         .map(|seed| {
@@ -564,17 +571,8 @@ fn rate_limits_hold_in_every_window_and_the_queue_drains_near_the_rate() {
 
 #[test]
 fn order_and_limits_hold_across_an_immediate_stop_and_nothing_is_lost() {
-    let cluster = Cluster::start();
-    let mut client = cluster.connect();
-    client.batch_execute(LOG).unwrap();
-    client
-        .batch_execute(
-            "SELECT queue_create('ord', ordered => true, lease => '1 second', max_attempts => 1000,
-                                 retry_delay => '0', max_in_flight => 6,
-                                 rate_limit => '2000/1 second');",
-        )
-        .unwrap();
-    two_hundred_groups(&mut client, "ord");
+    let (cluster, _) =
+        ordered_queue_of_two_hundred_groups(", max_in_flight => 6, rate_limit => '2000/1 second'");
     let config = cluster.config(queue_client_tests::DB);
     let threads: Vec<_> = (0..8)
         .map(|seed| {
@@ -628,5 +626,58 @@ fn order_and_limits_hold_across_an_immediate_stop_and_nothing_is_lost() {
             .iter()
             .all(|(s, _)| ["succeeded", "failed", "cancelled"].contains(&s.as_str())),
         "every job ended: {statuses:?}"
+    );
+}
+
+#[test]
+fn the_worker_delivers_a_rate_limited_queue_as_the_windows_free() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "CREATE TABLE paced (job bigint, at timestamptz);
+             CREATE FUNCTION pace(job jsonb) RETURNS void LANGUAGE sql AS
+                 $$ INSERT INTO paced VALUES ((job->>'id')::bigint, clock_timestamp()) $$;
+             SELECT queue_create('paced', rate_limit => '20/1 second');
+             SELECT queue_pause('paced');
+             SELECT queue_register_sender('paced', 'pace(jsonb)', 100);
+             SELECT count(*) FROM queue_enqueue_batch('paced', array_fill('{}'::jsonb, ARRAY[60]));",
+        )
+        .unwrap();
+    let resumed: f64 = one(
+        &mut client,
+        "SELECT extract(epoch FROM clock_timestamp())::float8 FROM queue_resume('paced')",
+        &[],
+    );
+    eventually("60 deliveries", || {
+        one::<i64>(&mut client, "SELECT count(DISTINCT job) FROM paced", &[]) == 60
+    });
+    let (rows, last): (i64, f64) = {
+        let row = client
+            .query_one(
+                "SELECT count(*), extract(epoch FROM max(at))::float8 FROM paced",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    let bursts: Vec<f64> = client
+        .query(
+            "SELECT extract(epoch FROM min(at))::float8 FROM (SELECT at, ntile(3) OVER (ORDER BY at) AS b
+               FROM paced) t GROUP BY b ORDER BY b",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, f64>(0) - resumed)
+        .collect();
+    println!("each window's first delivery, after the resume: {bursts:.2?}");
+    let elapsed = last - resumed;
+    // 20 at once, 20 when the first window has passed, 20 after the second
+    println!("60 jobs at 20/s delivered in {elapsed:.2} s after the resume (at best 2 s)");
+    assert_eq!(rows, 60, "each job delivered once");
+    assert!(
+        elapsed >= 2.0,
+        "delivered faster than the rate allows: {elapsed:.2} s"
     );
 }
