@@ -21,7 +21,7 @@ use crate::queries;
 const PROMOTE_AT_LEAST: usize = 1_000;
 
 /// How many times a claim looks again for jobs to fill its batch, after
-/// jobs with no attempt left or jobs another claimer took first.
+/// jobs with no attempt left or jobs someone else had locked.
 const CLAIM_ROUNDS: usize = 8;
 
 /// A job just claimed.
@@ -152,8 +152,8 @@ pub fn claim(
     }
     let mut jobs = Vec::with_capacity(max_jobs);
     let mut held_back = false;
-    // jobs chosen that another claimer had locked (an ordered queue's
-    // claims run side by side): the next choice passes them by
+    // jobs chosen that someone else had locked meanwhile (a cancel, a
+    // purge): the next choice passes them by
     let mut taken_elsewhere = HashSet::new();
     for _ in 0..CLAIM_ROUNDS {
         let wanted = max_jobs - jobs.len();
@@ -194,9 +194,8 @@ pub fn claim(
         let missed = asked.iter().filter(|id| !got.contains(id)).count();
         taken_elsewhere.extend(asked.into_iter().filter(|id| !got.contains(id)));
         jobs.extend(claimed);
-        // Jobs with no attempt left go to the dead letters, and jobs another
-        // claimer took first are passed by: look for others to fill the
-        // batch.
+        // Jobs with no attempt left go to the dead letters, and jobs someone
+        // else had locked are passed by: look for others to fill the batch.
         let again = !exhausted.is_empty() || missed > 0;
         bury(client, exhausted, now, None);
         if !again || jobs.len() >= max_jobs {

@@ -49,9 +49,8 @@ type Counts = HashMap<Option<String>, i64>;
 /// jobs in claim order whose group has room (and, in an ordered queue, that
 /// are their group's oldest unfinished job). It reads further into the
 /// ready jobs, four times as far each time, until it has found enough or
-/// read them all. The caller holds the queue's claim lock when `counted`
-/// says the queue needs one.
-/// `passed`: jobs another claimer took first, which are not chosen again.
+/// read them all. The caller holds the queue's claim lock (`counted`).
+/// `passed`: jobs someone else had locked, which are not chosen again.
 pub fn choose(
     client: &mut SpiClient<'_>,
     queue: &Queue,
@@ -100,7 +99,7 @@ pub fn choose(
             &queries::CLAIM_CANDIDATES,
             args![
                 queue_id = queue.id,
-                limit = scan as i32,
+                limit = scan.min(i32::MAX as usize) as i32,
                 ordered = limits.ordered
             ],
         )
