@@ -13,7 +13,8 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 PGVER := $(shell $(PG_CONFIG) --version 2>/dev/null | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
 TEST_PGDATA ?= /tmp/queue-test-pgdata-$(PGVER)
-# where `make old-release` puts the released 0.1.0's library (upgrade test)
+# where `make old-release` puts the released 0.1.0's library (upgrade tests;
+# 0.2.0's is beside it)
 OLD_LIBDIR := $(CURDIR)/target/old-release/0.1.0/lib
 
 .PHONY: setup install install-debug test test-version unit regress client old-release \
@@ -52,13 +53,13 @@ unit: setup
 regress: install-debug
 	scripts/regress.sh
 
-# The upgrade from 0.1.0 runs on 15, the only version 0.1.0 was built for.
+# The updates from 0.1.0 and 0.2.0 run on 15, where the releases are built.
 client: install-debug
 	@if [ "$(PGVER)" = 15 ]; then $(MAKE) --no-print-directory old-release; fi
 	QUEUE_OLD_LIBDIR=$(OLD_LIBDIR) cargo test -p queue-client-tests -- --test-threads=1 \
-	    --skip pg_upgrade_from_15_to_18 $(if $(filter 15,$(PGVER)),,--skip an_update_from_0_1_0)
+	    --skip pg_upgrade_from_15_to_18 $(if $(filter 15,$(PGVER)),,--skip an_update_from_0_)
 
-## old-release: the released 0.1.0 built from its commit (for the upgrade test; once)
+## old-release: the released 0.1.0 and 0.2.0 built from their commits (for the upgrade tests; once)
 old-release: setup
 	PG_CONFIG=$(PG15_CONFIG) scripts/old-release.sh
 

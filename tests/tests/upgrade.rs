@@ -1,9 +1,9 @@
-//! `ALTER EXTENSION queue UPDATE` from 0.1.0, as a user who installed
-//! 0.1.0 does it: the 0.1.0 library and install script as released (built
-//! from its commit by `make old-release`, which this test needs), a
-//! database filled by 0.1.0, then the current library and a restart, then
-//! the update. The result must equal a fresh install, object by object, and
-//! keep every job, sender, counter and grant working.
+//! `ALTER EXTENSION queue UPDATE` from 0.1.0 and from 0.2.0, as a user who
+//! installed that release does it: its library and install script as
+//! released (built from its commit by `make old-release`, which these tests
+//! need), a database filled by it, then the current library and a restart,
+//! then the update. The result must equal a fresh install, object by
+//! object, and keep every job, sender, counter and grant working.
 
 use queue_client_tests::{
     eventually, one, pg_config, Client, Cluster, QueueState, JOBS_IN_EVERY_STATUS,
@@ -33,17 +33,37 @@ fn differences(a: &[String], b: &[String]) -> String {
     )
 }
 
-/// Where `make old-release` put 0.1.0's library.
-fn old_library_dir() -> String {
-    std::env::var("QUEUE_OLD_LIBDIR").expect(
+/// Where `make old-release` put the library of release `version`
+/// (QUEUE_OLD_LIBDIR names 0.1.0's; the others are beside it).
+fn old_library_dir(version: &str) -> String {
+    let first = std::env::var("QUEUE_OLD_LIBDIR").expect(
         "QUEUE_OLD_LIBDIR names the directory of 0.1.0's queue.so: run this test through \
          `make client` (which builds it with `make old-release`)",
-    )
+    );
+    first.replace("/0.1.0/", &format!("/{version}/"))
 }
 
 #[test]
 fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
-    let old = old_library_dir();
+    // CREATE EXTENSION reads the comment from the control file, which is
+    // the current one here: give the 0.1.0 installs the comment 0.1.0's
+    // gave them
+    update_from(
+        "0.1.0",
+        Some("COMMENT ON EXTENSION queue IS 'queue:  Created by pgrx'"),
+    );
+}
+
+#[test]
+fn an_update_from_0_2_0_equals_a_fresh_install_and_keeps_everything() {
+    update_from("0.2.0", None);
+}
+
+/// The update from release `old`; `comment`: what makes an install of it
+/// carry the comment that release gave it.
+fn update_from(old: &str, comment: Option<&str>) {
+    let old_version = old;
+    let old = old_library_dir(old_version);
     let cluster = Cluster::start_bare(&pg_config(), &[&format!("dynamic_library_path = '{old}'")]);
     let mut admin = cluster.connect_to("postgres");
     for statement in [
@@ -54,19 +74,17 @@ fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
     ] {
         admin.batch_execute(statement).unwrap();
     }
-    // CREATE EXTENSION reads the comment from the control file, which is
-    // 0.2.0's here: give the 0.1.0 installs the comment 0.1.0's gave them
-    const COMMENT_0_1_0: &str = "COMMENT ON EXTENSION queue IS 'queue:  Created by pgrx'";
+    let comment = comment.unwrap_or("SELECT");
     let mut empty = cluster.connect_to("empty");
     empty
-        .batch_execute("CREATE EXTENSION queue VERSION '0.1.0'")
+        .batch_execute(&format!("CREATE EXTENSION queue VERSION '{old_version}'"))
         .unwrap();
-    empty.batch_execute(COMMENT_0_1_0).unwrap();
+    empty.batch_execute(comment).unwrap();
     let mut filled = cluster.connect_to("filled");
     // 0.1.0's senders ran with search_path pg_catalog, pg_temp: qualified
     filled
-        .batch_execute(
-            "CREATE EXTENSION queue VERSION '0.1.0';
+        .batch_execute(&format!(
+            "CREATE EXTENSION queue VERSION '{old_version}';
              CREATE TABLE public.mail_out (job bigint);
              GRANT INSERT ON public.mail_out TO mailer;
              CREATE FUNCTION public.mail(job jsonb) RETURNS void LANGUAGE sql AS
@@ -75,17 +93,17 @@ fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
              SELECT queue_create('mail', retry_delay => '0');
              SELECT queue_register_sender('mail', 'public.mail(jsonb)');
              SELECT queue_pause('mail');
-             SELECT queue_enqueue('mail', '{\"before\": true}');
+             SELECT queue_enqueue('mail', '{{\"before\": true}}');
              RESET ROLE;
              REVOKE EXECUTE ON FUNCTION queue_purge(text, text) FROM PUBLIC;
              GRANT EXECUTE ON FUNCTION queue_purge(text, text) TO app;
              REVOKE EXECUTE ON FUNCTION queue_enqueue FROM PUBLIC;
              GRANT EXECUTE ON FUNCTION queue_enqueue TO app, mailer;
-             GRANT SELECT ON queue_jobs TO app;",
-        )
+             GRANT SELECT ON queue_jobs TO app;"
+        ))
         .unwrap();
     filled.batch_execute(JOBS_IN_EVERY_STATUS).unwrap();
-    filled.batch_execute(COMMENT_0_1_0).unwrap();
+    filled.batch_execute(comment).unwrap();
     // a lease held across the upgrade
     let held = filled
         .query_one(
@@ -116,11 +134,11 @@ fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
     );
     let mut empty = cluster.connect_to("empty");
     let mut filled = cluster.connect_to("filled");
-    // before the update, 0.1.0's SQL runs on the new library
+    // before the update, the old release's SQL runs on the new library
     assert_eq!(
         QueueState::of(&mut filled),
         before,
-        "0.1.0's functions on the new library"
+        "the old release's functions on the new library"
     );
     for client in [&mut empty, &mut filled] {
         client
@@ -133,7 +151,7 @@ fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
         );
         assert_eq!(now, version);
     }
-    assert_ne!(version, "0.1.0");
+    assert_ne!(version, old_version);
 
     // the same objects and definitions as a fresh install, privileges too
     let (updated, new) = (objects(&mut empty, true), objects(&mut fresh, true));
@@ -152,7 +170,7 @@ fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
             AND NOT has_function_privilege('mailer', 'queue_purge(text, text)', 'EXECUTE')",
         &[],
     );
-    assert!(app_may, "the grants made under 0.1.0 hold");
+    assert!(app_may, "the grants made under the old release hold");
     // queue_enqueue gained an argument in 0.3.0: a new function, which
     // carries the old one's privileges, as the DBA's own (pg_dump keeps
     // dumping them: no initial privileges recorded for them)
@@ -187,7 +205,20 @@ fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
         &[],
     );
     assert!(claimed > 0, "pending jobs are claimed");
-    // the sender registered by mailer under 0.1.0 delivers
+    // the jobs from before have no group; new ones may, in an ordered queue
+    filled
+        .batch_execute(
+            "SELECT queue_alter('work', ordered => true, max_in_flight => 100);
+             SELECT queue_enqueue('work', '{\"new\": true}', group_key => 'g1');",
+        )
+        .unwrap();
+    let groups: i64 = one(
+        &mut filled,
+        "SELECT count(*) FROM queue_groups('work')",
+        &[],
+    );
+    assert_eq!(groups, 1, "a group after the update");
+    // the sender registered by mailer under the old release delivers
     filled
         .batch_execute(
             "SET ROLE mailer; SELECT queue_resume('mail');
@@ -205,6 +236,6 @@ fn an_update_from_0_1_0_equals_a_fresh_install_and_keeps_everything() {
     assert_eq!(
         totals,
         [2, 2],
-        "the counters go on from where 0.1.0 left them"
+        "the counters go on from where the old release left them"
     );
 }
