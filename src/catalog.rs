@@ -159,7 +159,7 @@ pub fn lock_queue(id: i32, exclusive: bool) {
     } else {
         pg_sys::AccessShareLock
     };
-    lock_object(Oid::from(id as u32), QUEUE_LOCK, mode);
+    lock_object(queue_object(id), QUEUE_LOCK, mode);
 }
 
 /// Taken by an enqueue (or retry) with a dedup key until the end of the
@@ -178,11 +178,7 @@ pub fn lock_queue(id: i32, exclusive: bool) {
 /// Each also takes the queue's dedup lock shared, which a batch with dedup
 /// keys takes exclusive (`lock_dedup_keys`).
 pub fn lock_dedup_key(queue_id: i32, key: &str) {
-    lock_object(
-        Oid::from(queue_id as u32),
-        DEDUP_ALL_LOCK,
-        pg_sys::ShareLock,
-    );
+    lock_object(queue_object(queue_id), DEDUP_ALL_LOCK, pg_sys::ShareLock);
     lock_object(key_hash(queue_id, key), DEDUP_LOCK, pg_sys::ExclusiveLock);
 }
 
@@ -192,7 +188,7 @@ pub fn lock_dedup_key(queue_id: i32, key: &str) {
 /// has: a lock per key could fill the lock table.
 pub fn lock_dedup_keys(queue_id: i32) {
     lock_object(
-        Oid::from(queue_id as u32),
+        queue_object(queue_id),
         DEDUP_ALL_LOCK,
         pg_sys::ExclusiveLock,
     );
@@ -209,11 +205,7 @@ pub fn lock_group(queue_id: i32, key: &str) {
 /// until the end of the transaction: such claims run one at a time, each
 /// seeing what the last one claimed, so together they never pass a limit.
 pub fn lock_claims(queue_id: i32) {
-    lock_object(
-        Oid::from(queue_id as u32),
-        CLAIM_LOCK,
-        pg_sys::ExclusiveLock,
-    );
+    lock_object(queue_object(queue_id), CLAIM_LOCK, pg_sys::ExclusiveLock);
 }
 
 /// A name for the lock of `key` in queue `queue_id` (see lock_dedup_key).
@@ -238,6 +230,11 @@ const DEDUP_LOCK: u16 = 1;
 const DEDUP_ALL_LOCK: u16 = 2;
 const GROUP_LOCK: u16 = 3;
 const CLAIM_LOCK: u16 = 4;
+
+/// The object a lock on queue `id` itself names.
+fn queue_object(id: i32) -> Oid {
+    Oid::from(id as u32)
+}
 
 fn lock_object(object: Oid, kind: u16, mode: u32) {
     // SAFETY: called inside a transaction (an API call), which owns the lock
