@@ -1,7 +1,7 @@
 -- The tables belong to the extension owner alone: the API functions reach
 -- them as that owner, so no one can forge a job's state. DBAs read the views.
 REVOKE ALL ON queue_queues, queue_webhooks, queue_live, queue_live_0, queue_live_1, queue_done,
-    queue_dead, queue_counters, queue_tallies, queue_claims FROM PUBLIC;
+    queue_dead, queue_counters, queue_tallies, queue_claims, queue_recurring FROM PUBLIC;
 DO $$
 BEGIN
     FOR i IN 0..queue_history_partitions() - 1 LOOP
@@ -10,8 +10,8 @@ BEGIN
 END
 $$;
 REVOKE ALL ON SEQUENCE queue_queue_id_seq, queue_job_id_seq, queue_live_generation FROM PUBLIC;
-REVOKE ALL ON queue_jobs, queue_stats, queue_failed, queue_workers FROM PUBLIC;
-GRANT SELECT ON queue_jobs, queue_stats, queue_failed, queue_workers TO pg_monitor;
+REVOKE ALL ON queue_jobs, queue_stats, queue_failed, queue_workers, queue_schedules FROM PUBLIC;
+GRANT SELECT ON queue_jobs, queue_stats, queue_failed, queue_workers, queue_schedules TO pg_monitor;
 
 -- Storage upkeep takes strong locks: only the owner, and whom the owner
 -- grants it to, may run it. The helpers are its parts.

@@ -277,3 +277,85 @@ BEGIN
     END;
 END
 $$;
+
+-- Schedules (docs/schedules.md): each tick of `cron` on the wall clock of
+-- `time_zone` enqueues one job. next_run_at is the first tick not dealt
+-- with yet; a tick's job and the schedule's advance past it commit in one
+-- transaction, so no tick gets two jobs or none. Ticks before
+-- missed_before (when a paused schedule was resumed) are missed ones, for
+-- catch_up. The queue cannot go while a schedule names it (queue_drop's
+-- force removes the schedules first).
+CREATE TABLE queue_recurring (
+    name          text PRIMARY KEY,
+    queue_id      integer NOT NULL REFERENCES queue_queues (id),
+    cron          text NOT NULL,
+    time_zone     text NOT NULL,
+    payload       jsonb NOT NULL,
+    headers       jsonb,
+    priority      integer NOT NULL,
+    group_key     text,
+    catch_up      text NOT NULL CHECK (catch_up IN ('none', 'one', 'all')),
+    no_overlap    boolean NOT NULL,
+    paused        boolean NOT NULL,
+    owner         regrole NOT NULL,
+    next_run_at   timestamptz,
+    missed_before timestamptz NOT NULL,
+    last_run_at   timestamptz,
+    last_job_id   bigint,
+    runs_total    bigint NOT NULL DEFAULT 0,
+    skipped_total bigint NOT NULL DEFAULT 0
+);
+CREATE INDEX queue_recurring_due ON queue_recurring (next_run_at) WHERE NOT paused;
+CREATE INDEX queue_recurring_queue ON queue_recurring (queue_id);
+SELECT pg_catalog.pg_extension_config_dump('queue_recurring', '');
+REVOKE ALL ON queue_recurring FROM PUBLIC;
+
+-- The schedules of this database (docs/schedules.md).
+CREATE VIEW queue_schedules AS
+SELECT s.name, q.name AS queue, s.cron, s.time_zone, s.paused, s.catch_up, s.no_overlap,
+       s.next_run_at, s.last_run_at, s.last_job_id, s.runs_total, s.skipped_total, s.owner
+  FROM queue_recurring s JOIN queue_queues q ON q.id = s.queue_id;
+REVOKE ALL ON queue_schedules FROM PUBLIC;
+GRANT SELECT ON queue_schedules TO pg_monitor;
+
+-- The schedule functions (src/api/schedules.rs).
+CREATE  FUNCTION "queue_schedule"(
+	"name" TEXT, /* Option < & str > */
+	"queue" TEXT, /* Option < & str > */
+	"cron" TEXT, /* Option < & str > */
+	"payload" jsonb DEFAULT '{}', /* Option < Jsonb > */
+	"headers" jsonb DEFAULT NULL, /* Option < Jsonb > */
+	"priority" INT DEFAULT 0, /* Option < i32 > */
+	"group_key" TEXT DEFAULT NULL, /* Option < & str > */
+	"time_zone" TEXT DEFAULT 'UTC', /* Option < & str > */
+	"catch_up" TEXT DEFAULT 'one', /* Option < & str > */
+	"no_overlap" bool DEFAULT false, /* Option < bool > */
+	"paused" bool DEFAULT false /* Option < bool > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_schedule_wrapper';
+
+CREATE  FUNCTION "queue_unschedule"(
+	"name" TEXT /* Option < & str > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_unschedule_wrapper';
+
+CREATE  FUNCTION "queue_run_schedule"(
+	"name" TEXT /* Option < & str > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_run_schedule_wrapper';
+
+CREATE  FUNCTION "queue_schedule_ticks"(
+	"cron" TEXT, /* Option < & str > */
+	"time_zone" TEXT DEFAULT 'UTC', /* Option < & str > */
+	"after" timestamp with time zone DEFAULT now(), /* Option < TimestampWithTimeZone > */
+	"count" INT DEFAULT 5 /* Option < i32 > */
+) RETURNS SETOF timestamp with time zone /* TimestampWithTimeZone */
+STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_schedule_ticks_wrapper';

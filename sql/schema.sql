@@ -237,6 +237,36 @@ CREATE TABLE queue_claims (
 );
 CREATE INDEX queue_claims_window ON queue_claims (queue_id, group_key, claimed_at);
 
+-- Schedules (docs/schedules.md): each tick of `cron` on the wall clock of
+-- `time_zone` enqueues one job. next_run_at is the first tick not dealt
+-- with yet; a tick's job and the schedule's advance past it commit in one
+-- transaction, so no tick gets two jobs or none. Ticks before
+-- missed_before (when a paused schedule was resumed) are missed ones, for
+-- catch_up. The queue cannot go while a schedule names it (queue_drop's
+-- force removes the schedules first).
+CREATE TABLE queue_recurring (
+    name          text PRIMARY KEY,
+    queue_id      integer NOT NULL REFERENCES queue_queues (id),
+    cron          text NOT NULL,
+    time_zone     text NOT NULL,
+    payload       jsonb NOT NULL,
+    headers       jsonb,
+    priority      integer NOT NULL,
+    group_key     text,
+    catch_up      text NOT NULL CHECK (catch_up IN ('none', 'one', 'all')),
+    no_overlap    boolean NOT NULL,
+    paused        boolean NOT NULL,
+    owner         regrole NOT NULL,
+    next_run_at   timestamptz,
+    missed_before timestamptz NOT NULL,
+    last_run_at   timestamptz,
+    last_job_id   bigint,
+    runs_total    bigint NOT NULL DEFAULT 0,
+    skipped_total bigint NOT NULL DEFAULT 0
+);
+CREATE INDEX queue_recurring_due ON queue_recurring (next_run_at) WHERE NOT paused;
+CREATE INDEX queue_recurring_queue ON queue_recurring (queue_id);
+
 -- pg_dump of a tenant database keeps its queues and jobs.
 SELECT pg_catalog.pg_extension_config_dump('queue_queues', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_queue_id_seq', '');
@@ -256,6 +286,7 @@ SELECT pg_catalog.pg_extension_config_dump('queue_dead', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_counters', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_tallies', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_claims', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_recurring', '');
 
 -- The partition of queue_done that a job expiring at `expires` goes to: one
 -- four-hour window of every 32 hours, so that each partition empties soon

@@ -82,6 +82,12 @@ CREATE VIEW queue_failed AS
 SELECT d.id, q.name AS queue, d.payload, d.attempts, d.last_error, d.finished_at
   FROM queue_dead d JOIN queue_queues q ON q.id = d.queue_id;
 
+-- The schedules of this database (docs/schedules.md).
+CREATE VIEW queue_schedules AS
+SELECT s.name, q.name AS queue, s.cron, s.time_zone, s.paused, s.catch_up, s.no_overlap,
+       s.next_run_at, s.last_run_at, s.last_job_id, s.runs_total, s.skipped_total, s.owner
+  FROM queue_recurring s JOIN queue_queues q ON q.id = s.queue_id;
+
 -- The background workers of the cluster, from shared memory (so every
 -- database sees all of them), and the databases waiting for a worker slot.
 -- Empty without the preload.

@@ -20,6 +20,9 @@ pub enum QueueError {
     InvalidName {
         name: String,
     },
+    InvalidScheduleName {
+        name: String,
+    },
     /// An option or argument outside its range; `rule` says the range.
     OutOfRange {
         option: &'static str,
@@ -105,6 +108,27 @@ pub enum QueueError {
     },
     /// A change to the queue on a hot standby (the server is in recovery).
     InRecovery,
+    /// A cron expression the API does not take; `field` is the one at fault
+    /// ("expression" when it is the whole).
+    InvalidCron {
+        cron: String,
+        field: &'static str,
+        problem: String,
+    },
+    UnknownTimeZone {
+        name: String,
+    },
+    UnknownCatchUp {
+        word: String,
+    },
+    UndefinedSchedule {
+        name: String,
+    },
+    /// queue_drop of a queue that schedules enqueue into, without force.
+    QueueHasSchedules {
+        name: String,
+        schedules: i64,
+    },
     /// A statement of the extension that does not match its declaration
     /// (queries.rs), or that SPI refused: a bug in the extension.
     StatementShape {
@@ -121,13 +145,19 @@ impl QueueError {
                 ERRCODE_NULL_VALUE_NOT_ALLOWED
             }
             QueueError::InvalidName { .. }
+            | QueueError::InvalidScheduleName { .. }
             | QueueError::OutOfRange { .. }
             | QueueError::UnknownBackoff { .. }
             | QueueError::UnknownStatus { .. }
             | QueueError::NotAnObject { .. }
             | QueueError::NotOneDimensional { .. }
             | QueueError::ArrayLengthMismatch { .. }
-            | QueueError::ReservedWorkerName => ERRCODE_INVALID_PARAMETER_VALUE,
+            | QueueError::ReservedWorkerName
+            | QueueError::InvalidCron { .. }
+            | QueueError::UnknownTimeZone { .. }
+            | QueueError::UnknownCatchUp { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
+            QueueError::UndefinedSchedule { .. } => ERRCODE_UNDEFINED_OBJECT,
+            QueueError::QueueHasSchedules { .. } => ERRCODE_OBJECT_IN_USE,
             QueueError::BatchTooLarge { .. } => ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             QueueError::UndefinedQueue { .. } => ERRCODE_UNDEFINED_OBJECT,
             QueueError::NotOwner { .. } => ERRCODE_INSUFFICIENT_PRIVILEGE,
@@ -157,6 +187,10 @@ impl QueueError {
             QueueError::InvalidName { name } => {
                 format!("invalid queue name \"{name}\": {NAME_RULE}")
             }
+            QueueError::InvalidScheduleName { name } => format!(
+                "invalid schedule name \"{name}\": {}",
+                NAME_RULE.replace("a queue name", "a schedule name")
+            ),
             QueueError::OutOfRange {
                 option,
                 value,
@@ -235,12 +269,37 @@ impl QueueError {
             QueueError::InRecovery => {
                 "cannot change the queue during recovery: this server is a standby".into()
             }
+            QueueError::InvalidCron {
+                cron,
+                field,
+                problem,
+            } => {
+                if *field == "expression" {
+                    format!("invalid cron expression \"{cron}\": {problem}")
+                } else {
+                    format!("invalid cron expression \"{cron}\": {field} field: {problem}")
+                }
+            }
+            QueueError::UnknownTimeZone { name } => {
+                format!("unknown time zone \"{name}\": must be an IANA zone name")
+            }
+            QueueError::UnknownCatchUp { word } => format!(
+                "unknown catch_up \"{word}\": must be {}",
+                crate::schedules::plan::CatchUp::WORDS
+            ),
+            QueueError::UndefinedSchedule { name } => {
+                format!("schedule \"{name}\" does not exist")
+            }
+            QueueError::QueueHasSchedules { name, schedules } => {
+                let them = if *schedules == 1 { "schedule" } else { "schedules" };
+                format!("queue \"{name}\" is used by {schedules} {them}")
+            }
         }
     }
 
     pub fn hint(&self) -> Option<String> {
         match self {
-            QueueError::InvalidName { .. } => {
+            QueueError::InvalidName { .. } | QueueError::InvalidScheduleName { .. } => {
                 Some("Use lower-case letters, digits and the characters _ - . : only.".into())
             }
             QueueError::BatchTooLarge { .. } => Some("Split the batch into several calls.".into()),
@@ -249,6 +308,22 @@ impl QueueError {
             }
             QueueError::NotOwner { .. } => Some(
                 "Only the role that created the queue, its members and superusers may do this."
+                    .into(),
+            ),
+            QueueError::InvalidCron { .. } => Some(
+                "Five fields (minute hour day-of-month month day-of-week), or six with a leading \
+                 second field, of *, numbers, names, lists, ranges and steps; or @yearly, \
+                 @monthly, @weekly, @daily, @hourly."
+                    .into(),
+            ),
+            QueueError::UnknownTimeZone { .. } => Some(
+                "Use a name from the IANA database, such as 'UTC' or 'Europe/Berlin' \
+                 (SELECT name FROM pg_timezone_names lists them)."
+                    .into(),
+            ),
+            QueueError::QueueHasSchedules { .. } => Some(
+                "Remove them with queue_unschedule(), or drop the queue anyway with force => true, \
+                 which removes them too."
                     .into(),
             ),
             QueueError::UnfinishedJobs { .. } => {
@@ -304,6 +379,21 @@ pub fn warn_without_preload() {
     .set_hint(
         "Add queue to shared_preload_libraries in postgresql.conf and restart the server \
          for push delivery through senders.",
+    )
+    .report(PgLogLevel::WARNING);
+}
+
+/// Says that a schedule is stored but nothing fires it without the preload.
+pub fn warn_schedules_without_preload() {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        "the queue background worker is not running: the schedule is stored, but no tick \
+         fires until it runs",
+        "queue",
+    )
+    .set_hint(
+        "Add queue to shared_preload_libraries in postgresql.conf and restart the server; \
+         queue_run_schedule() enqueues a schedule's job by hand meanwhile.",
     )
     .report(PgLogLevel::WARNING);
 }

@@ -20,6 +20,7 @@ mod policy;
 mod queries;
 mod regprocedure;
 mod rules;
+mod schedules;
 mod senders;
 mod time;
 mod versions;

@@ -45,7 +45,8 @@ statements! {
         retention: INTERVALOID, ordered: BOOLOID, max_in_flight: INT4OID,
         group_max_in_flight: INT4OID, rate_limit: INT4OID, rate_window: INTERVALOID,
         group_rate_limit: INT4OID, group_rate_window: INTERVALOID) -> ();
-    DROP_QUEUE = "drop_queue.sql" (queue_id: INT4OID, force: BOOLOID) -> (dropped, unfinished);
+    DROP_QUEUE = "drop_queue.sql" (queue_id: INT4OID, force: BOOLOID)
+        -> (dropped, unfinished, schedules);
     SET_PAUSED = "set_paused.sql" (queue_id: INT4OID, paused: BOOLOID) -> ();
     PURGE = "purge.sql" (queue_id: INT4OID, status: TEXTOID) -> (purged);
 
@@ -101,6 +102,27 @@ statements! {
 
     GROUPS = "groups.sql" (queue_id: INT4OID, ordered: BOOLOID)
         -> (group_key, pending, processing, oldest_due_age, head_id);
+
+    SCHEDULE_LOCK = "schedule_lock.sql" (name: TEXTOID)
+        -> (queue, queue_id, time_zone, group_key, ordered, pushed);
+    SCHEDULE_PUT = "schedule_put.sql" (name: TEXTOID, queue_id: INT4OID, cron: TEXTOID,
+        time_zone: TEXTOID, payload: JSONBOID, headers: JSONBOID, priority: INT4OID,
+        group_key: TEXTOID, catch_up: TEXTOID, no_overlap: BOOLOID, paused: BOOLOID,
+        owner: OIDOID, next_run_at: TIMESTAMPTZOID, now: TIMESTAMPTZOID) -> ();
+    SCHEDULE_DELETE = "schedule_delete.sql" (name: TEXTOID) -> (queue_id);
+    SCHEDULE_FIND = "schedule_find.sql" (name: TEXTOID) -> (queue_id);
+    SCHEDULES_DUE = "schedules_due.sql" (now: TIMESTAMPTZOID) -> (name, queue_id);
+    SCHEDULE_DUE_LOCK = "schedule_due_lock.sql" (name: TEXTOID, now: TIMESTAMPTZOID)
+        -> (queue_id, cron, time_zone, catch_up, no_overlap, next_run_at, missed_before,
+            last_job_id, group_key, ordered);
+    SCHEDULE_JOB = "schedule_job.sql" (name: TEXTOID, scheduled_for: TEXTOID,
+        now: TIMESTAMPTZOID) -> (id);
+    SCHEDULE_ADVANCE = "schedule_advance.sql" (name: TEXTOID, next_run_at: TIMESTAMPTZOID,
+        last_run_at: TIMESTAMPTZOID, last_job_id: INT8OID, runs: INT8OID, skipped: INT8OID) -> ();
+    SCHEDULE_RUN = "schedule_run.sql" (name: TEXTOID, last_run_at: TIMESTAMPTZOID,
+        last_job_id: INT8OID) -> ();
+    JOB_UNFINISHED = "job_unfinished.sql" (id: INT8OID) -> (unfinished);
+    NEXT_TICK = "next_tick.sql" () -> (at);
 
     RETRY_FIND = "retry_find.sql" (id: INT8OID) -> (queue_id, dedup_key, has_sender);
     RETRY = "retry.sql" (id: INT8OID, run_at: TIMESTAMPTZOID) -> (queue_id);

@@ -15,6 +15,26 @@ pub fn check_name(name: &str) -> Result<(), QueueError> {
     }
 }
 
+/// A schedule's name follows the queue-name rule.
+pub fn check_schedule_name(name: &str) -> Result<(), QueueError> {
+    check_name(name).map_err(|_| QueueError::InvalidScheduleName {
+        name: name.to_string(),
+    })
+}
+
+/// How many ticks queue_schedule_ticks lists: 1 to 1,000.
+pub fn check_tick_count(count: i32) -> Result<usize, QueueError> {
+    if (1..=1_000).contains(&count) {
+        Ok(count as usize)
+    } else {
+        Err(QueueError::OutOfRange {
+            option: "count",
+            value: count.to_string(),
+            rule: "between 1 and 1000",
+        })
+    }
+}
+
 /// A duration argument, already reduced to microseconds, and its text for
 /// error messages.
 #[derive(Clone, Debug)]

@@ -1,11 +1,16 @@
--- $2: force. Without it, the queue goes only if no unfinished job is left;
--- the count of those comes back either way. Every job of the queue goes with
--- it, and so do its counters.
+-- $2: force. Without it, the queue goes only if no unfinished job is left
+-- and no schedule enqueues into it; the counts of those come back either
+-- way. Every job of the queue goes with it, and so do its counters and
+-- (with force) its schedules.
 WITH unfinished AS (
     SELECT count(*) AS n FROM queue_live WHERE queue_id = $1
+), scheduled AS (
+    SELECT count(*) AS n FROM queue_recurring WHERE queue_id = $1
+), unscheduled AS (
+    DELETE FROM queue_recurring WHERE queue_id = $1 AND $2
 ), dropped AS (
     DELETE FROM queue_queues
-     WHERE id = $1 AND ($2 OR (SELECT n FROM unfinished) = 0)
+     WHERE id = $1 AND ($2 OR ((SELECT n FROM unfinished) = 0 AND (SELECT n FROM scheduled) = 0))
     RETURNING id
 ), counters AS (
     DELETE FROM queue_counters WHERE queue_id = (SELECT id FROM dropped)
@@ -16,4 +21,5 @@ WITH unfinished AS (
 ), dead AS (
     DELETE FROM queue_dead WHERE queue_id = (SELECT id FROM dropped)
 )
-SELECT (SELECT count(*) FROM dropped) AS dropped, (SELECT n FROM unfinished) AS unfinished
+SELECT (SELECT count(*) FROM dropped) AS dropped, (SELECT n FROM unfinished) AS unfinished,
+       (SELECT n FROM scheduled) AS schedules

@@ -3,7 +3,8 @@
 -- of a job the worker acts on then: any in a sender queue (the job comes
 -- back to be delivered), one with no attempt left in any queue (the job is
 -- buried), or the end of the oldest claim in a rate window of a sender
--- queue with ready jobs (one a rate limit held back may go).
+-- queue with ready jobs (one a rate limit held back may go), or the next
+-- tick of a schedule.
 -- NULL: nothing, ever.
 SELECT least(
     (SELECT min(s.run_at)
@@ -26,5 +27,6 @@ SELECT least(
                                       ELSE q.group_rate_window END AS window_length) w
       WHERE q.sender IS NOT NULL AND NOT q.paused
         AND c.claimed_at + w.window_length > clock_timestamp()
-        AND EXISTS (SELECT FROM queue_live r WHERE r.queue_id = q.id AND r.state = 'ready'))
+        AND EXISTS (SELECT FROM queue_live r WHERE r.queue_id = q.id AND r.state = 'ready')),
+    (SELECT min(next_run_at) FROM queue_recurring WHERE NOT paused)
 ) AS at

@@ -6,6 +6,7 @@ mod groups;
 mod produce;
 mod queues;
 mod repair;
+mod schedules;
 mod senders;
 mod upkeep;
 mod webhooks;

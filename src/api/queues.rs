@@ -266,6 +266,14 @@ fn queue_drop(queue: Option<&str>, force: default!(Option<bool>, false)) -> bool
         .expect("one row");
         let dropped: i64 = row.value("dropped");
         let unfinished: i64 = row.value("unfinished");
+        let schedules: i64 = row.value("schedules");
+        if dropped == 0 && schedules > 0 {
+            QueueError::QueueHasSchedules {
+                name: name.to_string(),
+                schedules,
+            }
+            .raise();
+        }
         if dropped == 0 && unfinished > 0 {
             QueueError::UnfinishedJobs {
                 name: name.to_string(),

@@ -7,7 +7,7 @@
 //! few fields that a commit changes while holding the lock in share mode
 //! are atomics.
 
-use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use pgrx::pg_sys::{self, Oid};
@@ -56,6 +56,9 @@ pub struct Database {
     pub upkeep_at: AtomicI64,
     /// Its worker's last round found full batches: it may get helpers.
     pub busy: bool,
+    /// A committed transaction changed its schedules: its worker looks at
+    /// their next ticks again.
+    pub schedules_changed: AtomicBool,
 }
 
 impl Database {
@@ -74,6 +77,7 @@ impl Database {
             visit: false,
             upkeep_at: AtomicI64::new(0),
             busy: false,
+            schedules_changed: AtomicBool::new(false),
         }
     }
 
@@ -135,6 +139,7 @@ impl Database {
             visit: other.visit,
             upkeep_at: AtomicI64::new(other.upkeep_at.load(Ordering::Relaxed)),
             busy: other.busy,
+            schedules_changed: AtomicBool::new(other.schedules_changed.load(Ordering::Relaxed)),
         };
     }
 }

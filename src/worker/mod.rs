@@ -9,6 +9,7 @@
 //! - `sender`: one sender call, as its role, in a subtransaction
 //! - `subxact`: running work in a subtransaction, catching its error
 //! - `session`: the search_path and settings of the worker's statements
+//! - `recurring`: firing the ticks of the database's schedules
 //! - `turns`: who is served and when, as pure (unit-tested) decisions
 //! - `upkeep`: expired leases, cleanup and counters
 //! - `wake`: wake on commit
@@ -19,6 +20,7 @@ mod delivery;
 mod hooks;
 mod http;
 pub mod launcher;
+mod recurring;
 mod sender;
 pub mod serve;
 mod session;

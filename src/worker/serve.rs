@@ -26,6 +26,7 @@ use pgrx::prelude::*;
 use std::sync::atomic::Ordering;
 
 use super::delivery::{self, Delivery};
+use super::recurring::Recurring;
 use super::session::{self, Session};
 use super::shared::{self, Installed, State, SHARED};
 use super::turns::{self, AfterRound};
@@ -87,6 +88,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         help(slot, session);
     }
     let mut delivery = Delivery::new(slot);
+    let mut recurring = Recurring::new();
     let mut upkeep = Upkeep::new(crate::time::now_us(), upkeep_at, visit || !recovered);
     // When the worker last had work (a job, a wake-up, its start); None:
     // not yet, for a visit, which leaves as soon as nothing is due.
@@ -186,6 +188,10 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
                 exit_cleanly();
             }
         };
+        if recurring.run(&session, database, now) > 0 {
+            last_work = Some(now);
+            upkeep.note_work();
+        }
         let round = delivery.round(&session, handing_over, || stop_requested(slot));
         // (a round again at once, unless the worker rests below)
         next_round_at = now;

@@ -26,6 +26,8 @@ thread_local! {
     static REGISTERED: Cell<bool> = const { Cell::new(false) };
     /// This backend is a queue worker, which looks for due jobs itself.
     static IN_WORKER: Cell<bool> = const { Cell::new(false) };
+    /// This transaction changed the database's schedules.
+    static SCHEDULES: Cell<bool> = const { Cell::new(false) };
 }
 
 pub fn in_worker() {
@@ -48,6 +50,15 @@ pub enum Ask {
 /// (`push`: a job of a sender queue is due), or have its upkeep come.
 pub fn on_commit(push: bool) {
     ask_at_commit(if push { Ask::Delivery } else { Ask::Upkeep });
+}
+
+/// When the current transaction commits, have this database's worker look
+/// at its schedules again (one is started for their next tick if none runs).
+pub fn schedules_changed_at_commit() {
+    if shared::available() && !IN_WORKER.get() {
+        SCHEDULES.set(true);
+    }
+    ask_at_commit(Ask::Delivery);
 }
 
 /// When the current transaction commits, do what `ask` says.
@@ -80,18 +91,41 @@ unsafe extern "C-unwind" fn at_transaction_end(
 ) {
     use pg_sys::XactEvent::*;
     match event {
-        XACT_EVENT_COMMIT => match PENDING.replace(Ask::Nothing) {
-            Ask::Nothing => {}
+        XACT_EVENT_COMMIT => {
             // SAFETY: MyDatabaseId is set when the backend connects to its
             // database and never changes after.
-            ask => wake(unsafe { pg_sys::MyDatabaseId }, ask),
-        },
+            let database = unsafe { pg_sys::MyDatabaseId };
+            if SCHEDULES.replace(false) {
+                note_schedules_changed(database);
+            }
+            match PENDING.replace(Ask::Nothing) {
+                Ask::Nothing => {}
+                ask => wake(database, ask),
+            }
+        }
         // COMMIT PREPARED runs no callback: the worker's poll finds those jobs.
         XACT_EVENT_ABORT | XACT_EVENT_PREPARE | XACT_EVENT_PARALLEL_ABORT => {
-            PENDING.set(Ask::Nothing)
+            PENDING.set(Ask::Nothing);
+            SCHEDULES.set(false);
         }
         _ => {}
     }
+}
+
+/// Marks `database`'s schedules as changed, for its worker (before the
+/// worker's latch is set).
+fn note_schedules_changed(database: pg_sys::Oid) {
+    if let Some(entry) = SHARED.share().database(database) {
+        entry.schedules_changed.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Whether `database`'s schedules changed since the worker last asked.
+pub fn take_schedules_changed(database: pg_sys::Oid) -> bool {
+    SHARED
+        .share()
+        .database(database)
+        .is_some_and(|entry| entry.schedules_changed.swap(false, Ordering::Relaxed))
 }
 
 /// Sets the latch of `database`'s worker (for a delivery), or tells the
