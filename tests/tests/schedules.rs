@@ -157,3 +157,203 @@ fn a_minute_of_ticks_gets_one_job_each_and_no_overlap_skips() {
     assert!(skipped >= last - first + 1 - runs, "runs {runs} skipped {skipped} over {first}..{last}");
     println!("no_overlap over a minute: {runs} runs, {skipped} ticks skipped");
 }
+
+/// The server's start, in whole Unix seconds rounded up: ticks before it
+/// are missed ones.
+fn server_start(client: &mut Client) -> f64 {
+    one(
+        client,
+        "SELECT extract(epoch FROM pg_postmaster_start_time())::float8",
+        &[],
+    )
+}
+
+#[test]
+fn catch_up_after_an_immediate_stop_does_what_it_says() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "SELECT queue_create('missed');
+             SELECT queue_schedule('c-' || mode, 'missed', '* * * * * *', catch_up => mode)
+               FROM unnest(ARRAY['none', 'one', 'all']) mode;",
+        )
+        .unwrap();
+    eventually("ticks firing", || ticks_of(&mut client, "c-all").len() >= 3);
+    drop(client);
+    cluster.crash();
+    std::thread::sleep(Duration::from_secs(5));
+    cluster.start_server();
+    let mut client = cluster.connect();
+    let start = server_start(&mut client);
+    // (the first tick at or after the start is a late one, not missed)
+    let first_late = start.ceil() as i64;
+    eventually("ticks since the restart", || {
+        ticks_of(&mut client, "c-none").keys().any(|t| *t >= first_late + 2)
+    });
+    let stats: BTreeMap<String, (i64, i64)> = client
+        .query("SELECT name, runs_total, skipped_total FROM queue_schedules", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), (r.get(1), r.get(2))))
+        .collect();
+    // the last tick before the stop: the three fire in one transaction, and
+    // 'none' fills in nothing after it
+    let last_before_stop = {
+        let none = ticks_of(&mut client, "c-none");
+        let first = *none.keys().next().unwrap();
+        (first..).take_while(|t| none.contains_key(t)).last().unwrap()
+    };
+    for mode in ["none", "one", "all"] {
+        let name = format!("c-{mode}");
+        let ticks = ticks_of(&mut client, &name);
+        assert!(ticks.values().all(|n| *n == 1), "{name}: {ticks:?}");
+        let first = *ticks.keys().next().unwrap();
+        let last = *ticks.keys().last().unwrap();
+        // every tick before the stop, and every one since the start
+        assert_eq!(missing(&ticks, first, last_before_stop), Vec::<i64>::new(), "{name}");
+        assert_eq!(missing(&ticks, first_late, last), Vec::<i64>::new(), "{name}");
+        // the missed ones: between the last before the stop and the start
+        let missed: Vec<i64> = (last_before_stop + 1..first_late).collect();
+        assert!(missed.len() >= 4, "{name}: the server was down 5 s: {missed:?}");
+        let caught: Vec<i64> = missed
+            .iter()
+            .copied()
+            .filter(|t| ticks.contains_key(t))
+            .collect();
+        let expected = match mode {
+            "none" => vec![],
+            "one" => vec![*missed.last().unwrap()],
+            _ => missed.clone(),
+        };
+        assert_eq!(caught, expected, "{name}: missed {missed:?}");
+        let (runs, skipped) = stats[&name];
+        assert_eq!(runs, ticks.len() as i64, "{name}");
+        assert_eq!(skipped, (missed.len() - expected.len()) as i64, "{name}");
+        println!("catch_up '{mode}': {} missed, {} caught up", missed.len(), caught.len());
+    }
+}
+
+#[test]
+fn a_dozen_tenants_on_four_slots_fire_every_tick_once() {
+    // the default queue.max_workers (4) and queue.idle_exit
+    let cluster = Cluster::start_with(&["max_connections = 100"]);
+    let names: Vec<String> = (1..=12).map(|i| format!("tenant_{i:02}")).collect();
+    let mut admin = cluster.connect_to("postgres");
+    for name in &names {
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap();
+        cluster
+            .connect_to(name)
+            .batch_execute(
+                "CREATE EXTENSION queue;
+                 SELECT queue_create('digest');
+                 SELECT queue_schedule('every-2s', 'digest', '*/2 * * * * *');",
+            )
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_secs(30));
+    let mut lags = Vec::new();
+    for name in &names {
+        let mut client = cluster.connect_to(name);
+        client
+            .batch_execute("SELECT queue_schedule('every-2s', 'digest', '*/2 * * * * *', paused => true)")
+            .unwrap();
+        let ticks = ticks_of(&mut client, "every-2s");
+        let (first, last) = (*ticks.keys().next().unwrap(), *ticks.keys().last().unwrap());
+        assert!(last - first >= 20, "{name}: {first}..{last}");
+        let gaps: Vec<i64> = (first..=last)
+            .step_by(2)
+            .filter(|t| !ticks.contains_key(t))
+            .collect();
+        assert_eq!(gaps, Vec::<i64>::new(), "{name}: a tick without its job");
+        assert!(ticks.values().all(|n| *n == 1), "{name}: {ticks:?}");
+        let mut lag: Vec<f64> = client
+            .query(
+                "SELECT extract(epoch FROM enqueued_at
+                                - (headers->>'scheduled_for')::timestamptz)::float8
+                   FROM queue_jobs WHERE queue = 'digest'",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        lags.append(&mut lag);
+    }
+    lags.sort_by(f64::total_cmp);
+    println!(
+        "12 databases on 4 slots, {} ticks: lag p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+        lags.len(),
+        percentile(&lags, 0.5) * 1e3,
+        percentile(&lags, 0.99) * 1e3,
+        lags[lags.len() - 1] * 1e3
+    );
+}
+
+#[test]
+fn exactly_one_job_per_tick_across_crashes_while_ticks_fire() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "CREATE TABLE seen (job bigint PRIMARY KEY, scheduled_for timestamptz);
+             CREATE FUNCTION see(job jsonb) RETURNS void LANGUAGE sql AS $$
+                 INSERT INTO seen VALUES ((job->>'id')::bigint,
+                                          (job->'headers'->>'scheduled_for')::timestamptz)
+             $$;
+             SELECT queue_create('pushed');
+             SELECT queue_register_sender('pushed', 'see(jsonb)');
+             SELECT queue_create('pulled');
+             SELECT queue_schedule('to-sender', 'pushed', '* * * * * *', catch_up => 'all');
+             SELECT queue_schedule('to-pull', 'pulled', '* * * * * *', catch_up => 'all');",
+        )
+        .unwrap();
+    drop(client);
+    // crashes at every point of a second, while ticks fire and deliver
+    for round in 0..8u64 {
+        std::thread::sleep(Duration::from_millis(1_300 + round * 170));
+        cluster.crash();
+        cluster.start_server();
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let mut client = cluster.connect();
+    for name in ["to-sender", "to-pull"] {
+        let ticks = ticks_of(&mut client, name);
+        let (first, last) = (*ticks.keys().next().unwrap(), *ticks.keys().last().unwrap());
+        assert!(last - first >= 12, "{name}: {first}..{last}");
+        assert!(ticks.values().all(|n| *n == 1), "{name}: a tick with two jobs: {ticks:?}");
+        assert_eq!(missing(&ticks, first, last), Vec::<i64>::new(), "{name}");
+        let (runs, skipped): (i64, i64) = {
+            let row = client
+                .query_one(
+                    "SELECT runs_total, skipped_total FROM queue_schedules WHERE name = $1",
+                    &[&name],
+                )
+                .unwrap();
+            (row.get(0), row.get(1))
+        };
+        assert_eq!((runs, skipped), (ticks.len() as i64, 0), "{name}");
+    }
+    // every job of the sender queue delivered once: the crashes lost none
+    eventually("every tick delivered", || {
+        let left: i64 = one(
+            &mut client,
+            "SELECT count(*) FROM queue_jobs WHERE queue = 'pushed' AND status <> 'succeeded'",
+            &[],
+        );
+        left == 0
+    });
+    let (delivered, jobs): (i64, i64) = {
+        let row = client
+            .query_one(
+                "SELECT (SELECT count(*) FROM seen),
+                        (SELECT count(*) FROM queue_jobs WHERE queue = 'pushed')",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(delivered, jobs);
+}
