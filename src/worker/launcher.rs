@@ -22,8 +22,9 @@ use super::shared::{self, Installed, State, Worker, SHARED};
 use super::turns;
 use crate::gucs::{self, WORKER_SLOTS};
 
-/// The launcher looks at the table at least this often (due times, pauses
-/// that end); a look at a few thousand entries costs microseconds.
+/// The launcher looks at the table at least this often (pauses that end),
+/// and sooner when a database's due time comes; a look at a few thousand
+/// entries costs microseconds.
 const TICK: Duration = Duration::from_secs(1);
 thread_local! {
     /// The table of databases was found full (logged once).
@@ -71,8 +72,10 @@ pub extern "C-unwind" fn queue_launcher_main(_arg: pg_sys::Datum) {
             next_scan = now + crate::time::seconds(gucs::DATABASE_SCAN_S.get());
         }
         reap(&mut handles, now);
-        SHARED.exclusive().wake_due(now);
-        sleep = TICK;
+        // (woken when the next due time comes: a schedule's tick is on
+        // time, not up to a TICK late)
+        let next_due = SHARED.exclusive().wake_due(now);
+        sleep = next_due.map_or(TICK, |at| TICK.min(Duration::from_micros((at - now) as u64)));
         if gucs::ENABLED.get() {
             if !start_workers(&mut handles, now) {
                 sleep = Duration::from_micros(NO_SLOT_RETRY_US as u64);

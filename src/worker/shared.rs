@@ -272,8 +272,9 @@ impl Shared {
     }
 
     /// Databases whose work has fallen due since their worker left want
-    /// one again.
-    pub fn wake_due(&mut self, now: i64) {
+    /// one again. Returns when the next one falls due, if any does.
+    pub fn wake_due(&mut self, now: i64) -> Option<i64> {
+        let mut next = None;
         for entry in self.databases_mut() {
             let due = entry.due_at.load(Ordering::Relaxed);
             if due > 0 && due <= now {
@@ -282,8 +283,11 @@ impl Shared {
                 }
                 entry.want(now);
                 entry.due_at.store(0, Ordering::Relaxed);
+            } else if due > now {
+                next = Some(next.map_or(due, |n: i64| n.min(due)));
             }
         }
+        next
     }
 
     pub fn record_latency(&mut self, micros: i64) {
