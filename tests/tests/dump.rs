@@ -138,7 +138,10 @@ fn pg_restore_into_another_cluster_keeps_everything_and_is_served() {
              SELECT queue_pause('d.sql');
              SELECT queue_pause('d.hook');
              SELECT queue_enqueue_batch('d.sql', array_fill('{{}}'::jsonb, ARRAY[3]));
-             SELECT queue_enqueue_batch('d.hook', array_fill('{{}}'::jsonb, ARRAY[2]));",
+             SELECT queue_enqueue_batch('d.hook', array_fill('{{}}'::jsonb, ARRAY[2]));
+             SELECT queue_schedule('d.tick', 'd.pull', '* * * * * *', paused => true);
+             SELECT queue_schedule('d.nightly', 'd.sql', '0 3 * * *', time_zone => 'Europe/Berlin',
+                                   catch_up => 'all', no_overlap => true);",
             receiver.url("/restored")
         ))
         .unwrap();
@@ -150,6 +153,7 @@ fn pg_restore_into_another_cluster_keeps_everything_and_is_served() {
                FROM queue_stats ORDER BY queue",
             "SELECT row(q.name, w.url, w.secret, w.max_in_flight)::text
                FROM queue_webhooks w JOIN queue_queues q ON q.id = w.queue_id",
+            "SELECT row(s.*)::text FROM queue_schedules s ORDER BY name",
             "SELECT p.oid::regprocedure::text || ' ' || coalesce(p.proacl::text, '')
                FROM pg_proc p WHERE p.proname LIKE 'queue%' ORDER BY 1",
         ] {
@@ -188,4 +192,15 @@ fn pg_restore_into_another_cluster_keeps_everything_and_is_served() {
             .header("webhook-signature")
             .is_some_and(|s| s.starts_with("v1,")));
     }
+    // the restored schedules fire
+    restored
+        .batch_execute("SELECT queue_schedule('d.tick', 'd.pull', '* * * * * *')")
+        .unwrap();
+    eventually("a restored schedule's tick", || {
+        one::<i64>(
+            &mut restored,
+            "SELECT count(*) FROM queue_jobs WHERE headers->>'schedule' = 'd.tick'",
+            &[],
+        ) > 0
+    });
 }

@@ -38,8 +38,19 @@ fn pg_upgrade_from_15_to_18_keeps_queues_working() {
     )
     .unwrap();
     app.batch_execute(JOBS_IN_EVERY_STATUS).unwrap();
-    app.batch_execute("SELECT queue_claim('work', 'held', max_jobs => 1)")
-        .unwrap();
+    app.batch_execute(
+        "SELECT queue_claim('work', 'held', max_jobs => 1);
+         SELECT queue_schedule('nightly', 'work', '0 3 * * *', time_zone => 'Europe/Berlin',
+                               paused => true);",
+    )
+    .unwrap();
+    let schedules = "SELECT row(s.*)::text FROM queue_schedules s ORDER BY name";
+    let schedules_before: Vec<String> = app
+        .query(schedules, &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     eventually("the first mail delivered on 15", || {
         one::<i64>(&mut app, "SELECT count(*) FROM outbox", &[]) == 1
     });
@@ -117,4 +128,20 @@ fn pg_upgrade_from_15_to_18_keeps_queues_working() {
         &[],
     );
     assert_eq!(totals, [2, 2], "the counters go on from 15's");
+    let schedules_after: Vec<String> = app
+        .query(schedules, &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(schedules_after, schedules_before);
+    app.batch_execute("SELECT queue_schedule('nightly', 'work', '* * * * * *')")
+        .unwrap();
+    eventually("the schedule to fire on 18", || {
+        one::<i64>(
+            &mut app,
+            "SELECT count(*) FROM queue_jobs WHERE headers->>'schedule' = 'nightly'",
+            &[],
+        ) > 0
+    });
 }
