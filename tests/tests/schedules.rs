@@ -357,3 +357,40 @@ fn exactly_one_job_per_tick_across_crashes_while_ticks_fire() {
     };
     assert_eq!(delivered, jobs);
 }
+
+#[test]
+fn a_failover_to_a_synchronous_standby_keeps_one_job_per_tick() {
+    let primary = Cluster::start();
+    let standby = primary.standby(&["synchronous_standby_names = ''"]);
+    primary.configure(&["synchronous_standby_names = '*'"]);
+    let mut client = primary.connect();
+    client.batch_execute("SELECT pg_reload_conf()").unwrap();
+    eventually("the standby to be synchronous", || {
+        one::<i64>(
+            &mut client,
+            "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
+            &[],
+        ) == 1
+    });
+    client
+        .batch_execute(
+            "SELECT queue_create('ha');
+             SELECT queue_schedule('ha-tick', 'ha', '* * * * * *', catch_up => 'all');",
+        )
+        .unwrap();
+    eventually("ticks on the primary", || ticks_of(&mut client, "ha-tick").len() >= 4);
+    drop(client);
+    primary.crash();
+    standby.promote();
+    let mut client = standby.connect();
+    let promoted_at: f64 = one(&mut client, "SELECT extract(epoch FROM now())::float8", &[]);
+    eventually("ticks on the new primary", || {
+        ticks_of(&mut client, "ha-tick")
+            .keys()
+            .any(|t| *t as f64 >= promoted_at + 2.0)
+    });
+    let ticks = ticks_of(&mut client, "ha-tick");
+    let (first, last) = (*ticks.keys().next().unwrap(), *ticks.keys().last().unwrap());
+    assert!(ticks.values().all(|n| *n == 1), "a tick with two jobs: {ticks:?}");
+    assert_eq!(missing(&ticks, first, last), Vec::<i64>::new());
+}

@@ -364,6 +364,7 @@ fn without_the_preload_the_pull_api_works_and_says_so() {
         .unwrap();
     let notices = Arc::new(Mutex::new(Vec::new()));
     let mut config = cluster.config("plain");
+    let notices_seen = notices.clone();
     let seen = notices.clone();
     config.notice_callback(move |notice| {
         seen.lock().unwrap().push((
@@ -410,6 +411,32 @@ fn without_the_preload_the_pull_api_works_and_says_so() {
     assert!(done);
     let rows: i64 = one(&mut client, "SELECT count(*) FROM queue_workers", &[]);
     assert_eq!(rows, 0);
+    // a schedule is stored, with a warning and a hint; run by hand, it works
+    client
+        .batch_execute("SELECT queue_schedule('nightly', 'pull', '0 3 * * *')")
+        .unwrap();
+    assert!(
+        notices_seen.lock().unwrap().iter().any(|(message, hint)| message
+            .contains("the schedule is stored, but no tick fires")
+            && hint
+                .as_deref()
+                .is_some_and(|h| h.contains("shared_preload_libraries"))),
+        "{:?}",
+        notices_seen.lock().unwrap()
+    );
+    let next_run_at_set: bool = one(
+        &mut client,
+        "SELECT next_run_at IS NOT NULL FROM queue_schedules WHERE name = 'nightly'",
+        &[],
+    );
+    assert!(next_run_at_set);
+    let id: i64 = one(&mut client, "SELECT queue_run_schedule('nightly')", &[]);
+    let schedule: String = one(
+        &mut client,
+        "SELECT headers->>'schedule' FROM queue_jobs WHERE id = $1",
+        &[&id],
+    );
+    assert_eq!(schedule, "nightly");
 }
 
 /// A sender queue `drain` whose sender records each job's id and the
