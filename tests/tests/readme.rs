@@ -511,7 +511,12 @@ fn function_examples_run_in_order() {
         status(r#"{"to": "fay@example.com"}"#),
         vec![("cancelled".to_string(), 1, None)]
     );
-    assert_eq!(emails.len(), 12, "{emails:?}");
+    assert_eq!(
+        status(r#"{"report": "weekdays"}"#),
+        vec![("pending".to_string(), 0, None)],
+        "the schedule run by hand"
+    );
+    assert_eq!(emails.len(), 13, "{emails:?}");
     // the digest is due in an hour
     assert!(one::<bool>(
         &mut admin,
@@ -949,4 +954,46 @@ fn front_page_unblocks_a_stuck_group_as_pasted() {
         [r#"{"event": "created"}"#],
         "the head goes first, alone"
     );
+}
+
+/// The front page's recurring jobs, as pasted by a role of its own: the
+/// schedules stored with their next ticks on the zone's wall clock, the job
+/// run by hand, and the ten-second one fired by the worker.
+#[test]
+fn recurring_examples_schedule_and_fire_as_pasted() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    create_role(&mut admin, "tenant_app");
+    let out = psql_ok(&cluster, "tenant_app", &snippet("recurring"));
+    assert!(out.contains("(3 rows)"), "the digest's next ticks:\n{out}");
+    let schedules: Vec<(String, String, String, i64)> = admin
+        .query(
+            "SELECT name, time_zone, to_char(next_run_at AT TIME ZONE time_zone, 'HH24:MI:SS'),
+                    runs_total
+               FROM queue_schedules ORDER BY name",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    assert_eq!(schedules.len(), 3, "{schedules:?}");
+    assert_eq!(
+        (schedules[0].0.as_str(), schedules[0].1.as_str(), schedules[0].2.as_str(), schedules[0].3),
+        ("daily-digest", "Europe/Berlin", "07:00:00", 1)
+    );
+    let manual: i64 = one(
+        &mut admin,
+        "SELECT count(*) FROM queue_jobs WHERE queue = 'digests'
+            AND headers->>'schedule' = 'daily-digest' AND payload = '{\"kind\": \"digest\"}'",
+        &[],
+    );
+    assert_eq!(manual, 1, "queue_run_schedule enqueued the digest");
+    eventually("a heartbeat fired by the worker", || {
+        one::<i64>(
+            &mut admin,
+            "SELECT count(*) FROM queue_jobs WHERE headers->>'schedule' = 'heartbeat'",
+            &[],
+        ) > 0
+    });
 }
