@@ -26,7 +26,7 @@
 # BENCH_QUALIFY, BENCH_STRATEGY, BENCH_BASELINE_JOBS, BENCH_DEADLINE_SECS,
 # BENCH_STEADY_SECS, BENCH_STEADY_PERIOD, BENCH_STEADY_THREADS,
 # BENCH_BURST_PER_THREAD, BENCH_SETTLE_SECS, BENCH_IDLE_WAIT_SECS,
-# BENCH_IDLE_COST_SECS.
+# BENCH_IDLE_COST_SECS, BENCH_SCHEDULE_PERIOD, BENCH_SCHEDULE_TICKS.
 . "$(dirname "$0")/common.sh"
 
 TENANTS=${BENCH_TENANTS:-60 500}
@@ -131,6 +131,13 @@ are ready, it counts from the moment the client sent the `COMMIT`.
 - **exactly once**: at the end, in every database, `count(*) =
   count(DISTINCT job_id)` in `deliveries`, and every job enqueued there
   present.
+- **schedules**: then every database gets a queue `ticks` and a schedule
+  firing into it every 10 s (`*/10 * * * * *`; every minute, `0 * * * * *`,
+  at 500 databases, where each tick starts a worker in every database); after
+  6 ticks (3 at 500) past the first whole period, each tick's job is read back
+  in every database: ticks without a job, ticks with more than one, the lag
+  from the tick (`headers->>'scheduled_for'`) to the job's `enqueued_at`, and
+  the launcher's CPU (`/proc/PID/schedstat`) over the phase.
 
 Percentiles are nearest-rank, over the delivered jobs; the ratios divide by
 the baseline's p50 and p99.

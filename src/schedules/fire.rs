@@ -83,7 +83,16 @@ fn fire_one(client: &mut SpiClient<'_>, name: &str, queue_id: i32, now: i64) -> 
             skipped += 1;
             continue;
         }
-        last_job = Some(enqueue(client, name, queue_id, group_key.as_deref(), ordered, tz, tick, now));
+        last_job = Some(enqueue(
+            client,
+            name,
+            queue_id,
+            group_key.as_deref(),
+            ordered,
+            tz,
+            tick,
+            now,
+        ));
         last_run = Some(tick);
         runs += 1;
     }
@@ -141,7 +150,11 @@ pub fn run_now(client: &mut SpiClient<'_>, name: &str, locked: &Locked, now: i64
     db::run(
         client,
         &queries::SCHEDULE_RUN,
-        args![name = name, last_run_at = db::timestamp(now), last_job_id = id],
+        args![
+            name = name,
+            last_run_at = db::timestamp(now),
+            last_job_id = id
+        ],
     );
     id
 }

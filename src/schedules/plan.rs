@@ -105,7 +105,14 @@ mod tests {
 
     fn every_second(first: i64, now: i64, missed_before: i64, catch_up: CatchUp) -> Plan {
         let pattern = parse("* * * * * *").unwrap();
-        plan(&pattern, chrono_tz::UTC, first, now, missed_before, catch_up)
+        plan(
+            &pattern,
+            chrono_tz::UTC,
+            first,
+            now,
+            missed_before,
+            catch_up,
+        )
     }
 
     #[test]
@@ -113,13 +120,19 @@ mod tests {
         // ticks 10..=20 due; 10..=14 missed (the server started at 15)
         let late: Vec<i64> = (15..=20).map(|s| s * S).collect();
         let none = every_second(10 * S, 20 * S, 15 * S, CatchUp::None);
-        assert_eq!((none.fire, none.skipped, none.next), (late.clone(), 5, Some(21 * S)));
+        assert_eq!(
+            (none.fire, none.skipped, none.next),
+            (late.clone(), 5, Some(21 * S))
+        );
         let one = every_second(10 * S, 20 * S, 15 * S, CatchUp::One);
         let mut with_last = vec![14 * S];
         with_last.extend(&late);
         assert_eq!((one.fire, one.skipped), (with_last, 4));
         let all = every_second(10 * S, 20 * S, 15 * S, CatchUp::All);
-        assert_eq!((all.fire, all.skipped), ((10..=20).map(|s| s * S).collect(), 0));
+        assert_eq!(
+            (all.fire, all.skipped),
+            ((10..=20).map(|s| s * S).collect(), 0)
+        );
     }
 
     #[test]
@@ -162,6 +175,9 @@ mod tests {
     #[test]
     fn late_ticks_fire_a_thousand_at_a_time() {
         let p = every_second(0, 5_000 * S, 0, CatchUp::None);
-        assert_eq!((p.fire.len(), p.skipped, p.next), (MAX_FIRED, 0, Some(1_000 * S)));
+        assert_eq!(
+            (p.fire.len(), p.skipped, p.next),
+            (MAX_FIRED, 0, Some(1_000 * S))
+        );
     }
 }

@@ -17,10 +17,9 @@ const PG_EPOCH_UNIX_US: i64 = 946_684_800_000_000;
 /// An IANA zone by its name, as PostgreSQL spells it ('UTC',
 /// 'Europe/Berlin').
 pub fn zone(name: &str) -> Result<Tz, QueueError> {
-    name.parse::<Tz>()
-        .map_err(|_| QueueError::UnknownTimeZone {
-            name: name.to_string(),
-        })
+    name.parse::<Tz>().map_err(|_| QueueError::UnknownTimeZone {
+        name: name.to_string(),
+    })
 }
 
 fn instant(pg_us: i64) -> Option<DateTime<Utc>> {
@@ -83,7 +82,9 @@ fn end_of_gap(tz: Tz, skipped: NaiveDateTime) -> Option<DateTime<Utc>> {
 /// ISO 8601 ('2026-03-29T03:00:00+02:00'): a job's scheduled_for.
 pub fn iso8601(tz: Tz, at_us: i64) -> String {
     match instant(at_us) {
-        Some(at) => at.with_timezone(&tz).to_rfc3339_opts(chrono::SecondsFormat::AutoSi, false),
+        Some(at) => at
+            .with_timezone(&tz)
+            .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, false),
         None => String::new(),
     }
 }
@@ -117,7 +118,12 @@ mod tests {
             ["2026-03-29T03:00:00+02:00", "2026-03-30T02:30:00+02:00"]
         );
         assert_eq!(
-            ticks("*/20 * * * *", "Europe/Berlin", "2026-03-29T01:30:00+01:00", 4),
+            ticks(
+                "*/20 * * * *",
+                "Europe/Berlin",
+                "2026-03-29T01:30:00+01:00",
+                4
+            ),
             [
                 "2026-03-29T01:40:00+01:00",
                 "2026-03-29T03:00:00+02:00",
@@ -135,7 +141,12 @@ mod tests {
             ["2026-11-01T01:30:00-04:00", "2026-11-02T01:30:00-05:00"]
         );
         assert_eq!(
-            ticks("0 * * * *", "America/New_York", "2026-11-01T00:30:00-04:00", 3),
+            ticks(
+                "0 * * * *",
+                "America/New_York",
+                "2026-11-01T00:30:00-04:00",
+                3
+            ),
             [
                 "2026-11-01T01:00:00-04:00",
                 "2026-11-01T02:00:00-05:00",
@@ -148,7 +159,11 @@ mod tests {
     fn day_31_fires_in_months_that_have_it() {
         assert_eq!(
             ticks("0 0 31 * *", "UTC", "2026-01-01T00:00:00Z", 3),
-            ["2026-01-31T00:00:00+00:00", "2026-03-31T00:00:00+00:00", "2026-05-31T00:00:00+00:00"]
+            [
+                "2026-01-31T00:00:00+00:00",
+                "2026-03-31T00:00:00+00:00",
+                "2026-05-31T00:00:00+00:00"
+            ]
         );
     }
 

@@ -75,7 +75,9 @@ pub extern "C-unwind" fn queue_launcher_main(_arg: pg_sys::Datum) {
         // (woken when the next due time comes: a schedule's tick is on
         // time, not up to a TICK late)
         let next_due = SHARED.exclusive().wake_due(now);
-        sleep = next_due.map_or(TICK, |at| TICK.min(Duration::from_micros((at - now) as u64)));
+        sleep = next_due.map_or(TICK, |at| {
+            TICK.min(Duration::from_micros((at - now) as u64))
+        });
         if gucs::ENABLED.get() {
             if !start_workers(&mut handles, now) {
                 sleep = Duration::from_micros(NO_SLOT_RETRY_US as u64);

@@ -979,7 +979,12 @@ fn recurring_examples_schedule_and_fire_as_pasted() {
         .collect();
     assert_eq!(schedules.len(), 3, "{schedules:?}");
     assert_eq!(
-        (schedules[0].0.as_str(), schedules[0].1.as_str(), schedules[0].2.as_str(), schedules[0].3),
+        (
+            schedules[0].0.as_str(),
+            schedules[0].1.as_str(),
+            schedules[0].2.as_str(),
+            schedules[0].3
+        ),
         ("daily-digest", "Europe/Berlin", "07:00:00", 1)
     );
     let manual: i64 = one(

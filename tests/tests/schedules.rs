@@ -104,7 +104,10 @@ fn a_minute_of_ticks_gets_one_job_each_and_no_overlap_skips() {
     // each delivered once (the sender's own record)
     let (rows, distinct): (i64, i64) = {
         let row = client
-            .query_one("SELECT count(*), count(DISTINCT scheduled_for) FROM ticks", &[])
+            .query_one(
+                "SELECT count(*), count(DISTINCT scheduled_for) FROM ticks",
+                &[],
+            )
             .unwrap();
         (row.get(0), row.get(1))
     };
@@ -152,9 +155,15 @@ fn a_minute_of_ticks_gets_one_job_each_and_no_overlap_skips() {
     assert_eq!(overlaps, 0);
     let jobs = ticks_of(&mut client, "no-overlap");
     assert_eq!(jobs.len() as i64, runs);
-    assert!(handled >= 10 && runs <= handled + 1, "runs {runs}, handled {handled}");
+    assert!(
+        handled >= 10 && runs <= handled + 1,
+        "runs {runs}, handled {handled}"
+    );
     let (first, last) = (*jobs.keys().next().unwrap(), *jobs.keys().last().unwrap());
-    assert!(skipped >= last - first + 1 - runs, "runs {runs} skipped {skipped} over {first}..{last}");
+    assert!(
+        skipped >= last - first + 1 - runs,
+        "runs {runs} skipped {skipped} over {first}..{last}"
+    );
     println!("no_overlap over a minute: {runs} runs, {skipped} ticks skipped");
 }
 
@@ -189,10 +198,15 @@ fn catch_up_after_an_immediate_stop_does_what_it_says() {
     // (the first tick at or after the start is a late one, not missed)
     let first_late = start.ceil() as i64;
     eventually("ticks since the restart", || {
-        ticks_of(&mut client, "c-none").keys().any(|t| *t >= first_late + 2)
+        ticks_of(&mut client, "c-none")
+            .keys()
+            .any(|t| *t >= first_late + 2)
     });
     let stats: BTreeMap<String, (i64, i64)> = client
-        .query("SELECT name, runs_total, skipped_total FROM queue_schedules", &[])
+        .query(
+            "SELECT name, runs_total, skipped_total FROM queue_schedules",
+            &[],
+        )
         .unwrap()
         .iter()
         .map(|r| (r.get(0), (r.get(1), r.get(2))))
@@ -202,7 +216,10 @@ fn catch_up_after_an_immediate_stop_does_what_it_says() {
     let last_before_stop = {
         let none = ticks_of(&mut client, "c-none");
         let first = *none.keys().next().unwrap();
-        (first..).take_while(|t| none.contains_key(t)).last().unwrap()
+        (first..)
+            .take_while(|t| none.contains_key(t))
+            .last()
+            .unwrap()
     };
     for mode in ["none", "one", "all"] {
         let name = format!("c-{mode}");
@@ -211,11 +228,22 @@ fn catch_up_after_an_immediate_stop_does_what_it_says() {
         let first = *ticks.keys().next().unwrap();
         let last = *ticks.keys().last().unwrap();
         // every tick before the stop, and every one since the start
-        assert_eq!(missing(&ticks, first, last_before_stop), Vec::<i64>::new(), "{name}");
-        assert_eq!(missing(&ticks, first_late, last), Vec::<i64>::new(), "{name}");
+        assert_eq!(
+            missing(&ticks, first, last_before_stop),
+            Vec::<i64>::new(),
+            "{name}"
+        );
+        assert_eq!(
+            missing(&ticks, first_late, last),
+            Vec::<i64>::new(),
+            "{name}"
+        );
         // the missed ones: between the last before the stop and the start
         let missed: Vec<i64> = (last_before_stop + 1..first_late).collect();
-        assert!(missed.len() >= 4, "{name}: the server was down 5 s: {missed:?}");
+        assert!(
+            missed.len() >= 4,
+            "{name}: the server was down 5 s: {missed:?}"
+        );
         let caught: Vec<i64> = missed
             .iter()
             .copied()
@@ -230,7 +258,11 @@ fn catch_up_after_an_immediate_stop_does_what_it_says() {
         let (runs, skipped) = stats[&name];
         assert_eq!(runs, ticks.len() as i64, "{name}");
         assert_eq!(skipped, (missed.len() - expected.len()) as i64, "{name}");
-        println!("catch_up '{mode}': {} missed, {} caught up", missed.len(), caught.len());
+        println!(
+            "catch_up '{mode}': {} missed, {} caught up",
+            missed.len(),
+            caught.len()
+        );
     }
 }
 
@@ -258,7 +290,9 @@ fn a_dozen_tenants_on_four_slots_fire_every_tick_once() {
     for name in &names {
         let mut client = cluster.connect_to(name);
         client
-            .batch_execute("SELECT queue_schedule('every-2s', 'digest', '*/2 * * * * *', paused => true)")
+            .batch_execute(
+                "SELECT queue_schedule('every-2s', 'digest', '*/2 * * * * *', paused => true)",
+            )
             .unwrap();
         let ticks = ticks_of(&mut client, "every-2s");
         let (first, last) = (*ticks.keys().next().unwrap(), *ticks.keys().last().unwrap());
@@ -323,7 +357,10 @@ fn exactly_one_job_per_tick_across_crashes_while_ticks_fire() {
         let ticks = ticks_of(&mut client, name);
         let (first, last) = (*ticks.keys().next().unwrap(), *ticks.keys().last().unwrap());
         assert!(last - first >= 12, "{name}: {first}..{last}");
-        assert!(ticks.values().all(|n| *n == 1), "{name}: a tick with two jobs: {ticks:?}");
+        assert!(
+            ticks.values().all(|n| *n == 1),
+            "{name}: a tick with two jobs: {ticks:?}"
+        );
         assert_eq!(missing(&ticks, first, last), Vec::<i64>::new(), "{name}");
         let (runs, skipped): (i64, i64) = {
             let row = client
@@ -378,7 +415,9 @@ fn a_failover_to_a_synchronous_standby_keeps_one_job_per_tick() {
              SELECT queue_schedule('ha-tick', 'ha', '* * * * * *', catch_up => 'all');",
         )
         .unwrap();
-    eventually("ticks on the primary", || ticks_of(&mut client, "ha-tick").len() >= 4);
+    eventually("ticks on the primary", || {
+        ticks_of(&mut client, "ha-tick").len() >= 4
+    });
     drop(client);
     primary.crash();
     standby.promote();
@@ -391,6 +430,9 @@ fn a_failover_to_a_synchronous_standby_keeps_one_job_per_tick() {
     });
     let ticks = ticks_of(&mut client, "ha-tick");
     let (first, last) = (*ticks.keys().next().unwrap(), *ticks.keys().last().unwrap());
-    assert!(ticks.values().all(|n| *n == 1), "a tick with two jobs: {ticks:?}");
+    assert!(
+        ticks.values().all(|n| *n == 1),
+        "a tick with two jobs: {ticks:?}"
+    );
     assert_eq!(missing(&ticks, first, last), Vec::<i64>::new());
 }

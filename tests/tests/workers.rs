@@ -416,11 +416,16 @@ fn without_the_preload_the_pull_api_works_and_says_so() {
         .batch_execute("SELECT queue_schedule('nightly', 'pull', '0 3 * * *')")
         .unwrap();
     assert!(
-        notices_seen.lock().unwrap().iter().any(|(message, hint)| message
-            .contains("the schedule is stored, but no tick fires")
-            && hint
-                .as_deref()
-                .is_some_and(|h| h.contains("shared_preload_libraries"))),
+        notices_seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(
+                |(message, hint)| message.contains("the schedule is stored, but no tick fires")
+                    && hint
+                        .as_deref()
+                        .is_some_and(|h| h.contains("shared_preload_libraries"))
+            ),
         "{:?}",
         notices_seen.lock().unwrap()
     );

@@ -15,6 +15,9 @@
 //!   steady      every database gets a job every BENCH_STEADY_PERIOD s
 //!   after idle  the burst again, once every worker has exited idle
 //!   idle cost   the launcher's CPU while N databases sit idle
+//!   schedules   every database with a schedule (every BENCH_SCHEDULE_PERIOD
+//!               s): the lag from each tick to its job's enqueue, jobs per
+//!               tick, and the launcher's CPU meanwhile
 //!
 //! Prints a markdown section on stdout and its progress on stderr. It only
 //! reports: nothing here asserts a timing.
@@ -27,7 +30,8 @@
 //! BENCH_BASELINE_JOBS (5), BENCH_DEADLINE_SECS (300), BENCH_STEADY_SECS (60),
 //! BENCH_STEADY_PERIOD (5), BENCH_STEADY_THREADS (4), BENCH_BURST_PER_THREAD
 //! (50), BENCH_SETTLE_SECS (120 + 2 N), BENCH_IDLE_WAIT_SECS (180),
-//! BENCH_IDLE_COST_SECS (30).
+//! BENCH_IDLE_COST_SECS (30), BENCH_SCHEDULE_PERIOD (10 up to 100 databases,
+//! else 60), BENCH_SCHEDULE_TICKS (6 up to 100 databases, else 3).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,6 +68,8 @@ struct Settings {
     settle: Duration,
     idle_wait: Duration,
     idle_cost: Duration,
+    schedule_period: u64,
+    schedule_ticks: u64,
 }
 
 impl Settings {
@@ -93,6 +99,9 @@ impl Settings {
             settle: Duration::from_secs(env_u64("BENCH_SETTLE_SECS", 120 + 2 * n as u64)),
             idle_wait: Duration::from_secs(env_u64("BENCH_IDLE_WAIT_SECS", 180)),
             idle_cost: Duration::from_secs(env_u64("BENCH_IDLE_COST_SECS", 30).max(1)),
+            schedule_period: env_u64("BENCH_SCHEDULE_PERIOD", if n <= 100 { 10 } else { 60 })
+                .clamp(1, 60),
+            schedule_ticks: env_u64("BENCH_SCHEDULE_TICKS", if n <= 100 { 6 } else { 3 }).max(1),
         }
     }
 
@@ -790,6 +799,97 @@ fn exactly_once(s: &Settings, clients: &mut [Client], jobs: &[Job]) -> String {
     )
 }
 
+/// Every database gets a schedule firing every `schedule_period` seconds
+/// into a pull queue of its own; after `schedule_ticks` ticks past the
+/// first whole period, each tick's job is read back: its lag from the tick
+/// to its enqueue, and how many jobs each tick got (one, or it is wrong).
+fn schedules(s: &Settings, clients: &mut [Client], monitor: &mut Client) -> String {
+    let period = s.schedule_period;
+    let cron = if period == 60 {
+        "0 * * * * *".to_string()
+    } else {
+        format!("*/{period} * * * * *")
+    };
+    for client in clients.iter_mut() {
+        client
+            .batch_execute(&format!(
+                "SELECT queue_create('ticks');
+                 SELECT queue_schedule('tick', 'ticks', '{cron}');"
+            ))
+            .unwrap();
+    }
+    let launcher: Option<i32> = monitor
+        .query_opt(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'queue launcher'",
+            &[],
+        )
+        .unwrap()
+        .map(|r| r.get(0));
+    // the ticks counted: from the first whole period after the set-up
+    let from = (now_us() / 1_000_000 / period as i64 + 1) * period as i64;
+    let to = from + (s.schedule_ticks as i64 - 1) * period as i64;
+    let wait_until = Duration::from_secs((to + 2 - now_us() / 1_000_000).max(0) as u64);
+    progress!(
+        "schedules: {} ticks of {period} s, {:.0} s",
+        s.schedule_ticks,
+        wait_until.as_secs_f64()
+    );
+    let cpu_before = launcher.and_then(cpu_ns);
+    let started = Instant::now();
+    thread::sleep(wait_until);
+    let cpu = match (launcher.and_then(cpu_ns), cpu_before) {
+        (Some(a), Some(b)) => format!(
+            "{:.1} ms of CPU per minute",
+            (a - b) as f64 / 1e6 * 60.0 / started.elapsed().as_secs_f64()
+        ),
+        _ => "not read".into(),
+    };
+    let (mut lags, mut missing, mut duplicates, mut jobs) = (Vec::new(), 0, 0, 0);
+    for client in clients.iter_mut() {
+        let rows = client
+            .query(
+                "SELECT extract(epoch FROM (headers->>'scheduled_for')::timestamptz)::bigint AS tick,
+                        count(*),
+                        max(extract(epoch FROM enqueued_at
+                                    - (headers->>'scheduled_for')::timestamptz))::float8
+                   FROM queue_jobs WHERE queue = 'ticks' GROUP BY 1",
+                &[],
+            )
+            .unwrap();
+        let got: HashMap<i64, (i64, f64)> = rows
+            .iter()
+            .map(|r| (r.get(0), (r.get(1), r.get(2))))
+            .collect();
+        for tick in (from..=to).step_by(period as usize) {
+            match got.get(&tick) {
+                None => missing += 1,
+                Some((n, lag)) => {
+                    jobs += n;
+                    duplicates += n - 1;
+                    lags.push(lag * 1000.0);
+                }
+            }
+        }
+        client
+            .batch_execute(
+                "SELECT queue_unschedule('tick'); SELECT queue_drop('ticks', force => true);",
+            )
+            .unwrap();
+    }
+    lags.sort_by(f64::total_cmp);
+    format!(
+        "schedules: every database with a schedule every {period} s (`{cron}`), {} ticks each \
+         counted, {} databases: {jobs} jobs, {missing} ticks without one, {duplicates} more \
+         than one; lag from tick to enqueue p50 {} ms, p99 {} ms, max {} ms; the launcher \
+         meanwhile: {cpu}",
+        s.schedule_ticks,
+        s.n,
+        ms(percentile(&lags, 50.0)),
+        ms(percentile(&lags, 99.0)),
+        ms(lags.last().copied()),
+    )
+}
+
 // ------------------------------------------------------------------ report
 
 fn table(phases: &[Phase]) -> String {
@@ -913,6 +1013,8 @@ fn main() {
         .flat_map(|p| p.job_list.iter().copied())
         .collect();
     notes.push(exactly_once(&s, &mut clients, &all_jobs));
+    progress!("schedules");
+    notes.push(schedules(&s, &mut clients, &mut monitor));
     progress!("done");
 
     println!(
