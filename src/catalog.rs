@@ -61,8 +61,24 @@ pub fn micros(i: &Interval) -> i64 {
 /// The queue named `name`, if it exists. A name that breaks the naming rule
 /// is an error, not a missing queue.
 pub fn find(client: &mut SpiClient<'_>, name: &str) -> Result<Option<Queue>, QueueError> {
+    find_by(client, name, db::run)
+}
+
+/// The runner of a statement: db::run, or db::read where the caller only
+/// reads (and may be on a hot standby).
+type Runner = for<'c> fn(
+    &mut SpiClient<'c>,
+    &'static db::Statement,
+    (&[&str], &[pgrx::datum::DatumWithOid<'_>]),
+) -> db::Rows<'c>;
+
+fn find_by(
+    client: &mut SpiClient<'_>,
+    name: &str,
+    runner: Runner,
+) -> Result<Option<Queue>, QueueError> {
     rules::check_name(name)?;
-    let Some(row) = db::run(client, &queries::FIND_QUEUE, args![name = name]).first() else {
+    let Some(row) = runner(client, &queries::FIND_QUEUE, args![name = name]).first() else {
         return Ok(None);
     };
     Ok(Some(Queue {
@@ -75,6 +91,13 @@ pub fn find(client: &mut SpiClient<'_>, name: &str) -> Result<Option<Queue>, Que
         sender: row.get("sender"),
         limits: Limits::of_row(&row),
     }))
+}
+
+/// `require` for a caller that only reads (db::read).
+pub fn require_read(client: &mut SpiClient<'_>, name: &str) -> Result<Queue, QueueError> {
+    find_by(client, name, db::read)?.ok_or_else(|| QueueError::UndefinedQueue {
+        name: name.to_string(),
+    })
 }
 
 /// The queue named `name`, or 42704.

@@ -190,8 +190,42 @@ fn plan(client: &SpiClient<'_>, stmt: &Statement) -> &'static OwnedPreparedState
 pub fn run<'c>(
     client: &mut SpiClient<'c>,
     stmt: &'static Statement,
-    (names, values): (&[&str], &[DatumWithOid<'_>]),
+    args: (&[&str], &[DatumWithOid<'_>]),
 ) -> Rows<'c> {
+    check_args(stmt, args.0);
+    // Every statement may write (SPI's update asks for a transaction id at
+    // once, which a standby cannot give: XX000 otherwise).
+    // SAFETY: reads the shared state of recovery (a local flag once it has
+    // ended), in a backend attached to shared memory.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        QueueError::InRecovery.raise();
+    }
+    let plan = plan(client, stmt);
+    let table = client.update(plan, None, args.1);
+    Rows {
+        stmt,
+        table: table.unwrap_or_else(|e| refused(stmt, e)),
+    }
+}
+
+/// `run` for a statement that only reads, in the snapshot of the statement
+/// that called the API (a stable function's): it needs no transaction id,
+/// so it runs on a hot standby too.
+pub fn read<'c>(
+    client: &mut SpiClient<'c>,
+    stmt: &'static Statement,
+    args: (&[&str], &[DatumWithOid<'_>]),
+) -> Rows<'c> {
+    check_args(stmt, args.0);
+    let plan = plan(client, stmt);
+    let table = client.select(plan, None, args.1);
+    Rows {
+        stmt,
+        table: table.unwrap_or_else(|e| refused(stmt, e)),
+    }
+}
+
+fn check_args(stmt: &'static Statement, names: &[&str]) {
     if names != stmt.params {
         QueueError::StatementShape {
             statement: stmt.file,
@@ -203,22 +237,14 @@ pub fn run<'c>(
         }
         .raise();
     }
-    // Every statement may write (SPI's update asks for a transaction id at
-    // once, which a standby cannot give: XX000 otherwise).
-    // SAFETY: reads the shared state of recovery (a local flag once it has
-    // ended), in a backend attached to shared memory.
-    if unsafe { pg_sys::RecoveryInProgress() } {
-        QueueError::InRecovery.raise();
+}
+
+fn refused(stmt: &'static Statement, e: pgrx::spi::SpiError) -> ! {
+    QueueError::StatementShape {
+        statement: stmt.file,
+        detail: e.to_string(),
     }
-    let plan = plan(client, stmt);
-    let table = client.update(plan, None, values).unwrap_or_else(|e| {
-        QueueError::StatementShape {
-            statement: stmt.file,
-            detail: e.to_string(),
-        }
-        .raise()
-    });
-    Rows { stmt, table }
+    .raise()
 }
 
 /// Runs `f` with an SPI connection, as the owner of the extension's tables

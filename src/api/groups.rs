@@ -31,11 +31,12 @@ fn queue_groups(
     rules::check_name(name).or_raise();
     let caller = db::calling_role();
     let rows: Vec<_> = db::with_tables(|client| {
-        let queue = catalog::require(client, name).or_raise();
+        // (reads only: on a hot standby too)
+        let queue = catalog::require_read(client, name).or_raise();
         if !monitors(caller) {
             queue.check_owner(caller, "list the groups of").or_raise();
         }
-        db::run(
+        db::read(
             client,
             &queries::GROUPS,
             args![queue_id = queue.id, ordered = queue.limits.ordered],

@@ -188,8 +188,9 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
                 exit_cleanly();
             }
         };
+        // (ticks fired are no reason to stay: a database whose next tick is
+        // far away keeps no worker; the jobs' delivery is)
         if recurring.run(&session, database, now) > 0 {
-            last_work = Some(now);
             upkeep.note_work();
         }
         let round = delivery.round(&session, handing_over, || stop_requested(slot));

@@ -78,6 +78,9 @@ const CHANGES: &[&str] = &[
     "SELECT queue_bury_expired()",
     "SELECT queue_register_sender('r.pull', 'record_effect(jsonb)')",
     "SELECT queue_unregister_sender('r.sql')",
+    "SELECT queue_schedule('r.new', 'r.pull', '@daily')",
+    "SELECT queue_unschedule('r.tick')",
+    "SELECT queue_run_schedule('r.tick')",
 ];
 
 /// On a hot standby: no launcher or worker, the views and queue_job()
@@ -98,7 +101,9 @@ fn a_standby_reads_refuses_changes_with_25006_and_serves_once_promoted() {
                FROM queue_claim('r.pull', 'primary', 1);
              SELECT queue_create('r.sql');
              SELECT queue_register_sender('r.sql', 'record_effect(jsonb)');
-             SELECT queue_enqueue_batch('r.sql', array_fill('{}'::jsonb, ARRAY[20]));",
+             SELECT queue_enqueue_batch('r.sql', array_fill('{}'::jsonb, ARRAY[20]));
+             SELECT queue_enqueue('r.pull', '{}', group_key => 'tenant-1');
+             SELECT queue_schedule('r.tick', 'r.pull', '@daily', paused => true);",
         )
         .unwrap();
     let (held_id, held_lease): (i64, String) = {
@@ -139,6 +144,25 @@ fn a_standby_reads_refuses_changes_with_25006_and_serves_once_promoted() {
     assert_eq!(
         one::<i64>(&mut reader, "SELECT count(*) FROM queue_workers", &[]),
         0
+    );
+    // queue_groups, the schedules and their ticks read on a standby too
+    let groups = "SELECT array_agg(group_key || ':' || pending)::text FROM queue_groups('r.pull')";
+    assert_eq!(
+        one::<String>(&mut reader, groups, &[]),
+        one::<String>(&mut admin, groups, &[])
+    );
+    let schedules = "SELECT array_agg(name || ':' || next_run_at)::text FROM queue_schedules";
+    assert_eq!(
+        one::<String>(&mut reader, schedules, &[]),
+        one::<String>(&mut admin, schedules, &[])
+    );
+    assert_eq!(
+        one::<i64>(
+            &mut reader,
+            "SELECT count(*) FROM queue_schedule_ticks('@hourly')",
+            &[]
+        ),
+        5
     );
 
     for change in CHANGES {

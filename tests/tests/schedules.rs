@@ -436,3 +436,99 @@ fn a_failover_to_a_synchronous_standby_keeps_one_job_per_tick() {
     );
     assert_eq!(missing(&ticks, first, last), Vec::<i64>::new());
 }
+
+#[test]
+fn replacing_and_pausing_a_schedule_while_ticks_fire_keeps_one_job_per_tick() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "SELECT queue_create('busy');
+             SELECT queue_schedule('replaced', 'busy', '* * * * * *', catch_up => 'one');",
+        )
+        .unwrap();
+    // two connections replace it (same ticks, new payloads) as fast as they
+    // can for 6 s, while its ticks fire
+    let replacers: Vec<_> = (0..2)
+        .map(|n| {
+            let mut client = cluster.connect();
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let mut replaced = 0;
+                while started.elapsed() < Duration::from_secs(6) {
+                    client
+                        .execute(
+                            "SELECT queue_schedule('replaced', 'busy', '* * * * * *',
+                                                   payload => jsonb_build_object('by', $1::int),
+                                                   catch_up => 'one')",
+                            &[&n],
+                        )
+                        .unwrap();
+                    replaced += 1;
+                }
+                replaced
+            })
+        })
+        .collect();
+    let replaced: i32 = replacers.into_iter().map(|t| t.join().unwrap()).sum();
+    let ticks = ticks_of(&mut client, "replaced");
+    let (first, last) = (*ticks.keys().next().unwrap(), *ticks.keys().last().unwrap());
+    assert!(
+        ticks.values().all(|n| *n == 1),
+        "a tick with two jobs: {ticks:?}"
+    );
+    assert_eq!(missing(&ticks, first, last), Vec::<i64>::new());
+    assert!(last - first >= 4, "{first}..{last}");
+    println!("{replaced} replacements while {} ticks fired", ticks.len());
+
+    // paused for 4 s, then resumed: the ticks of the pause are missed ones,
+    // and catch_up 'one' runs the latest of them
+    client
+        .batch_execute("SELECT queue_schedule('replaced', 'busy', '* * * * * *', paused => true)")
+        .unwrap();
+    let paused_at = *ticks_of(&mut client, "replaced").keys().last().unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    let resumed_at: f64 = one(
+        &mut client,
+        "SELECT extract(epoch FROM clock_timestamp())::float8",
+        &[],
+    );
+    client
+        .batch_execute(
+            "SELECT queue_schedule('replaced', 'busy', '* * * * * *', catch_up => 'one')",
+        )
+        .unwrap();
+    let resumed = resumed_at.floor() as i64;
+    eventually("ticks after the resume", || {
+        ticks_of(&mut client, "replaced")
+            .keys()
+            .any(|t| *t > resumed + 2)
+    });
+    let ticks = ticks_of(&mut client, "replaced");
+    // the missed ones before the latest: none ran (the latest is the
+    // second the resume came in, or the one after)
+    let older: Vec<i64> = ticks
+        .keys()
+        .copied()
+        .filter(|t| *t > paused_at && *t < resumed)
+        .collect();
+    assert_eq!(
+        older,
+        Vec::<i64>::new(),
+        "paused at {paused_at}, resumed at {resumed_at}"
+    );
+    assert!(ticks.values().all(|n| *n == 1), "{ticks:?}");
+    assert_eq!(
+        missing(&ticks, resumed + 1, *ticks.keys().last().unwrap()),
+        Vec::<i64>::new()
+    );
+    let skipped: i64 = one(
+        &mut client,
+        "SELECT skipped_total FROM queue_schedules WHERE name = 'replaced'",
+        &[],
+    );
+    assert!(
+        skipped >= 2,
+        "the older ticks of the pause are counted as skipped: {skipped}"
+    );
+}
