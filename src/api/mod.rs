@@ -15,6 +15,8 @@ pub mod workers;
 use pgrx::datum::Interval;
 
 use crate::catalog::micros;
+use crate::errors::QueueError;
+use crate::jsonb::Jsonb;
 use crate::rules::Duration;
 
 /// An interval argument as the rules see it.
@@ -22,5 +24,19 @@ fn duration(value: &Interval) -> Duration {
     Duration {
         micros: micros(value),
         text: value.to_string(),
+    }
+}
+
+/// A job's headers: a JSON object, or 22023.
+fn check_headers(headers: Option<Jsonb>) {
+    if let Some(h) = headers {
+        let kind = h.type_name();
+        if kind != "object" {
+            QueueError::NotAnObject {
+                argument: "headers",
+                value: kind,
+            }
+            .raise();
+        }
     }
 }

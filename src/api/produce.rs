@@ -65,16 +65,7 @@ fn queue_enqueue(
     if let Some(key) = group_key {
         rules::check_group_key("group_key", key).or_raise();
     }
-    if let Some(h) = headers {
-        let kind = h.type_name();
-        if kind != "object" {
-            QueueError::NotAnObject {
-                argument: "headers",
-                value: kind,
-            }
-            .raise();
-        }
-    }
+    super::check_headers(headers);
     let now = crate::time::now_us();
     let (due, state) = due(now, &delay, run_at);
     db::with_tables(|client| {

@@ -50,16 +50,7 @@ fn queue_schedule(
     if let Some(key) = group_key {
         rules::check_group_key("group_key", key).or_raise();
     }
-    if let Some(h) = headers {
-        let kind = h.type_name();
-        if kind != "object" {
-            QueueError::NotAnObject {
-                argument: "headers",
-                value: kind,
-            }
-            .raise();
-        }
-    }
+    super::check_headers(headers);
     let caller = db::calling_role();
     let now = crate::time::now_us();
     let next = ticks::next_after(&pattern, tz, now);
