@@ -14,3 +14,6 @@ pub const STATUSES: [&str; 5] = ["pending", "processing", "succeeded", "failed",
 /// has in flight, so that the next worker knows which ones a stopped worker
 /// left behind; consumers may not use it.
 pub const WORKER_NAME: &str = "queue worker";
+
+/// The words of a schedule's `catch_up`, as errors quote them.
+pub const CATCH_UP_WORDS: &str = "'none', 'one' or 'all'";

@@ -4,7 +4,7 @@
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
-use crate::contract::{MAX_BATCH, NAME_RULE, STATUSES, WORKER_NAME};
+use crate::contract::{CATCH_UP_WORDS, MAX_BATCH, NAME_RULE, STATUSES, WORKER_NAME};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum QueueError {
@@ -284,8 +284,7 @@ impl QueueError {
                 format!("unknown time zone \"{name}\": must be an IANA zone name")
             }
             QueueError::UnknownCatchUp { word } => format!(
-                "unknown catch_up \"{word}\": must be {}",
-                crate::schedules::plan::CatchUp::WORDS
+                "unknown catch_up \"{word}\": must be {CATCH_UP_WORDS}"
             ),
             QueueError::UndefinedSchedule { name } => {
                 format!("schedule \"{name}\" does not exist")

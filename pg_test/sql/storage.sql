@@ -67,8 +67,10 @@ SELECT format($$SELECT count(*) FROM (SELECT array_agg(id) AS ids, array_agg(lea
 SELECT pg_stat_force_next_flush();
 VACUUM queue_live;
 SELECT format('queue_live_%s', last_value % 2) AS current FROM queue_live_generation \gset
+-- (below the 5,000 dead tuples that would rotate it by themselves: another
+-- backend's counts may still reach the statistics after VACUUM's report)
 SELECT pg_relation_size(:'current') > 8 * 1024 * 1024 AS mostly_empty_pages,
-       pg_stat_get_dead_tuples(:'current'::regclass) AS dead_tuples;
+       pg_stat_get_dead_tuples(:'current'::regclass) < 5000 AS below_dead_floor;
 SELECT live_rotated FROM queue_maintain();
 SELECT format('queue_live_%s', last_value % 2) AS current FROM queue_live_generation \gset
 SELECT pg_relation_size(:'current') < 1024 * 1024 AS compact;

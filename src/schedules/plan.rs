@@ -25,8 +25,7 @@ pub enum CatchUp {
 }
 
 impl CatchUp {
-    pub const WORDS: &'static str = "'none', 'one' or 'all'";
-
+    /// One of contract::CATCH_UP_WORDS.
     pub fn parse(word: &str) -> Option<CatchUp> {
         match word {
             "none" => Some(CatchUp::None),

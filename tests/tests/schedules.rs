@@ -532,3 +532,43 @@ fn replacing_and_pausing_a_schedule_while_ticks_fire_keeps_one_job_per_tick() {
         "the older ticks of the pause are counted as skipped: {skipped}"
     );
 }
+
+#[test]
+fn between_ticks_a_database_keeps_no_worker() {
+    let cluster = Cluster::start_with(&["queue.idle_exit = '1s'"]);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "SELECT queue_create('sparse');
+             SELECT queue_schedule('every-8s', 'sparse', '*/8 * * * * *');",
+        )
+        .unwrap();
+    let workers = |client: &mut Client| -> i64 {
+        one(
+            client,
+            "SELECT count(*) FROM queue_workers WHERE pid IS NOT NULL",
+            &[],
+        )
+    };
+    // over 40 s: ticks fire, and most of the time no worker runs
+    let (mut samples, mut with_worker) = (0, 0);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(40) {
+        samples += 1;
+        with_worker += i32::from(workers(&mut client) > 0);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let ticks = ticks_of(&mut client, "every-8s");
+    let (first, last) = (*ticks.keys().next().unwrap(), *ticks.keys().last().unwrap());
+    assert!(ticks.len() >= 4, "{ticks:?}");
+    let gaps: Vec<i64> = (first..=last)
+        .step_by(8)
+        .filter(|t| !ticks.contains_key(t))
+        .collect();
+    assert_eq!(gaps, Vec::<i64>::new());
+    println!("a worker ran in {with_worker} of {samples} samples");
+    assert!(
+        with_worker * 2 < samples,
+        "a worker ran in {with_worker} of {samples} samples"
+    );
+}
