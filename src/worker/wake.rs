@@ -95,12 +95,10 @@ unsafe extern "C-unwind" fn at_transaction_end(
             // SAFETY: MyDatabaseId is set when the backend connects to its
             // database and never changes after.
             let database = unsafe { pg_sys::MyDatabaseId };
-            if SCHEDULES.replace(false) {
-                note_schedules_changed(database);
-            }
+            let schedules = SCHEDULES.replace(false);
             match PENDING.replace(Ask::Nothing) {
                 Ask::Nothing => {}
-                ask => wake(database, ask),
+                ask => wake(database, ask, schedules),
             }
         }
         // COMMIT PREPARED runs no callback: the worker's poll finds those jobs.
@@ -109,14 +107,6 @@ unsafe extern "C-unwind" fn at_transaction_end(
             SCHEDULES.set(false);
         }
         _ => {}
-    }
-}
-
-/// Marks `database`'s schedules as changed, for its worker (before the
-/// worker's latch is set).
-fn note_schedules_changed(database: pg_sys::Oid) {
-    if let Some(entry) = SHARED.share().database(database) {
-        entry.schedules_changed.store(true, Ordering::Relaxed);
     }
 }
 
@@ -129,11 +119,18 @@ pub fn take_schedules_changed(database: pg_sys::Oid) -> bool {
 }
 
 /// Sets the latch of `database`'s worker (for a delivery), or tells the
-/// launcher what the database wants.
-fn wake(database: pg_sys::Oid, ask: Ask) {
+/// launcher what the database wants; `schedules`: first marks its schedules
+/// as changed, for its worker (schedules_changed_at_commit asks for a
+/// delivery too).
+fn wake(database: pg_sys::Oid, ask: Ask, schedules: bool) {
     let now = crate::time::now_us();
     {
         let shared = SHARED.share();
+        if schedules {
+            if let Some(entry) = shared.database(database) {
+                entry.schedules_changed.store(true, Ordering::Relaxed);
+            }
+        }
         if let Some(slot) = shared.worker_of(database) {
             if ask == Ask::Delivery {
                 shared.wakes[slot].store(now, Ordering::Relaxed);
