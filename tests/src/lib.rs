@@ -339,6 +339,14 @@ impl Cluster {
         });
     }
 
+    /// Creates database `name` and runs `setup` in it.
+    pub fn create_database(&self, name: &str, setup: &str) {
+        self.connect_to("postgres")
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap();
+        self.connect_to(name).batch_execute(setup).unwrap();
+    }
+
     pub fn connect(&self) -> Client {
         self.connect_to(DB)
     }

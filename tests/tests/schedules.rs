@@ -271,19 +271,13 @@ fn a_dozen_tenants_on_four_slots_fire_every_tick_once() {
     // the default queue.max_workers (4) and queue.idle_exit
     let cluster = Cluster::start_with(&["max_connections = 100"]);
     let names: Vec<String> = (1..=12).map(|i| format!("tenant_{i:02}")).collect();
-    let mut admin = cluster.connect_to("postgres");
     for name in &names {
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .unwrap();
-        cluster
-            .connect_to(name)
-            .batch_execute(
-                "CREATE EXTENSION queue;
-                 SELECT queue_create('digest');
-                 SELECT queue_schedule('every-2s', 'digest', '*/2 * * * * *');",
-            )
-            .unwrap();
+        cluster.create_database(
+            name,
+            "CREATE EXTENSION queue;
+             SELECT queue_create('digest');
+             SELECT queue_schedule('every-2s', 'digest', '*/2 * * * * *');",
+        );
     }
     std::thread::sleep(Duration::from_secs(30));
     let mut lags = Vec::new();

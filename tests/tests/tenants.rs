@@ -34,19 +34,14 @@ fn a_dozen_tenants_on_four_slots_all_get_their_jobs() {
     // the default queue.max_workers (4) and queue.idle_exit (60 s)
     let cluster = Cluster::start_with(&["max_connections = 100"]);
     let names: Vec<String> = (1..=12).map(|i| format!("tenant_{i:02}")).collect();
-    let mut admin = cluster.connect_to("postgres");
     for name in &names {
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .unwrap();
-        cluster.connect_to(name).batch_execute(TENANT).unwrap();
+        cluster.create_database(name, TENANT);
     }
     // two more databases with the extension and nothing to deliver
-    admin.batch_execute("CREATE DATABASE other").unwrap();
-    cluster
-        .connect_to("other")
-        .batch_execute("CREATE EXTENSION queue; SELECT queue_create('pull');")
-        .unwrap();
+    cluster.create_database(
+        "other",
+        "CREATE EXTENSION queue; SELECT queue_create('pull');",
+    );
     let mut clients: Vec<Client> = names.iter().map(|n| cluster.connect_to(n)).collect();
     for client in clients.iter_mut() {
         client

@@ -42,22 +42,16 @@ fn worker_of(client: &mut Client, database: &str) -> Option<i32> {
 
 /// A new database with the extension, a queue and a job in it.
 fn served_database(cluster: &Cluster, name: &str) {
-    cluster
-        .connect_to("postgres")
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .unwrap();
-    cluster
-        .connect_to(name)
-        .batch_execute(
-            // a sender queue: its commits wake a running worker (pull
-            // queues' commits only ask for one when none runs)
-            "CREATE EXTENSION queue;
-             SELECT queue_create('jobs');
-             CREATE FUNCTION public.nothing(job jsonb) RETURNS void LANGUAGE sql AS 'SELECT';
-             SELECT queue_register_sender('jobs', 'public.nothing(jsonb)');
-             SELECT queue_enqueue('jobs', '{}');",
-        )
-        .unwrap();
+    cluster.create_database(
+        name,
+        // a sender queue: its commits wake a running worker (pull
+        // queues' commits only ask for one when none runs)
+        "CREATE EXTENSION queue;
+         SELECT queue_create('jobs');
+         CREATE FUNCTION public.nothing(job jsonb) RETURNS void LANGUAGE sql AS 'SELECT';
+         SELECT queue_register_sender('jobs', 'public.nothing(jsonb)');
+         SELECT queue_enqueue('jobs', '{}');",
+    );
 }
 
 fn wakes(client: &mut Client) -> i64 {
