@@ -187,6 +187,13 @@ fn reindex_and_a_rebuilt_index_beside_a_connected_consumer() {
     let cluster = Cluster::start();
     let mut admin = cluster.connect();
     create_queues(&mut admin);
+    // a schedule fires every second meanwhile (its table is reindexed too)
+    admin
+        .batch_execute(
+            "SELECT queue_create('m.ticks');
+             SELECT queue_schedule('m.tick', 'm.ticks', '* * * * * *', catch_up => 'all');",
+        )
+        .unwrap();
     let mut statements = vec![
         "REINDEX INDEX CONCURRENTLY queue_live_0_id_idx".to_string(),
         "REINDEX INDEX CONCURRENTLY queue_live_1_id_idx".to_string(),
@@ -207,6 +214,25 @@ fn reindex_and_a_rebuilt_index_beside_a_connected_consumer() {
         ));
     }
     beside_a_consumer(&cluster, &mut admin, &statements);
+    // one job per tick, none missing, through every statement
+    let (ticks, distinct, span): (i64, i64, i64) = {
+        let row = admin
+            .query_one(
+                "SELECT count(*), count(DISTINCT headers->>'scheduled_for'),
+                        extract(epoch FROM max((headers->>'scheduled_for')::timestamptz)
+                                         - min((headers->>'scheduled_for')::timestamptz))::bigint
+                   FROM queue_jobs WHERE queue = 'm.ticks'",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1), row.get(2))
+    };
+    assert!(ticks >= 2, "ticks fired: {ticks}");
+    assert_eq!(
+        (ticks, distinct),
+        (span + 1, span + 1),
+        "one job per tick, none missing"
+    );
 }
 
 /// ALTER TABLE of queue_tallies and of the live tables, as an upgrade
