@@ -350,6 +350,15 @@ VOLATILE PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'queue_run_schedule_wrapper';
 
+-- (PostgreSQL takes no OUT parameter of a procedure after one with a
+-- default: the timeout's default of 30 seconds is the first form)
+CREATE PROCEDURE queue_wait(queue text, OUT ready boolean)
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'queue_wait_wrapper';
+CREATE PROCEDURE queue_wait(queue text, timeout interval, OUT ready boolean)
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'queue_wait_wrapper';
+
 CREATE  FUNCTION "queue_schedule_ticks"(
 	"cron" TEXT, /* Option < & str > */
 	"time_zone" TEXT DEFAULT 'UTC', /* Option < & str > */

@@ -129,6 +129,12 @@ pub enum QueueError {
         name: String,
         schedules: i64,
     },
+    /// queue_wait where it would hold a snapshot while it waits: inside a
+    /// transaction block, or called from a function.
+    WaitInTransaction,
+    /// queue_wait without the preload: no shared memory for commits to
+    /// find the waiters in.
+    WaitWithoutPreload,
     /// A statement of the extension that does not match its declaration
     /// (queries.rs), or that SPI refused: a bug in the extension.
     StatementShape {
@@ -169,6 +175,8 @@ impl QueueError {
             QueueError::WebhookNotAllowed { .. } => ERRCODE_INSUFFICIENT_PRIVILEGE,
             QueueError::StatementShape { .. } => ERRCODE_INTERNAL_ERROR,
             QueueError::InRecovery => ERRCODE_READ_ONLY_SQL_TRANSACTION,
+            QueueError::WaitInTransaction => ERRCODE_ACTIVE_SQL_TRANSACTION,
+            QueueError::WaitWithoutPreload => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             QueueError::DeliveredBySender { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             QueueError::UndefinedSender { .. } | QueueError::SenderArguments { .. } => {
                 ERRCODE_UNDEFINED_FUNCTION
@@ -293,6 +301,12 @@ impl QueueError {
                 let them = if *schedules == 1 { "schedule" } else { "schedules" };
                 format!("queue \"{name}\" is used by {schedules} {them}")
             }
+            QueueError::WaitInTransaction => {
+                "queue_wait cannot run inside a transaction block or a function".into()
+            }
+            QueueError::WaitWithoutPreload => {
+                "queue_wait needs the extension's library in shared_preload_libraries".into()
+            }
         }
     }
 
@@ -345,6 +359,18 @@ impl QueueError {
             }
             QueueError::SenderNotExecutable { .. } => Some(
                 "The sender runs as the role that registers it, which needs EXECUTE on it.".into(),
+            ),
+            QueueError::WaitInTransaction => Some(
+                "Run CALL queue_wait(...) on its own, in autocommit mode (not after BEGIN, nor \
+                 from a function or a procedure that is): it gives up its snapshot while it \
+                 waits, which only a CALL outside a transaction block may do."
+                    .into(),
+            ),
+            QueueError::WaitWithoutPreload => Some(
+                "Add queue to shared_preload_libraries in postgresql.conf and restart the server \
+                 (commits wake waiters through its shared memory); until then, poll with \
+                 queue_claim."
+                    .into(),
             ),
             QueueError::InRecovery => Some(
                 "Enqueue, claim and every other change go to the primary; a standby can read \

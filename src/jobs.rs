@@ -274,6 +274,9 @@ pub struct Failed {
     /// It waits for another attempt in a queue with a sender: the caller
     /// asks for a worker at commit.
     pub wake: bool,
+    pub queue_id: i32,
+    /// When its next attempt is due (None: it failed for good).
+    pub retry_at: Option<i64>,
 }
 
 /// A failed attempt of job `id` under `lease`: the retry policy of its
@@ -328,6 +331,8 @@ pub fn fail(
             Failed {
                 status: "pending",
                 wake: row.value("has_sender"),
+                queue_id: row.value("queue_id"),
+                retry_at: Some(add_delay(now, delay_us)),
             }
         }
         FailOutcome::Dead => {
@@ -335,6 +340,8 @@ pub fn fail(
             Failed {
                 status: "failed",
                 wake: false,
+                queue_id: row.value("queue_id"),
+                retry_at: None,
             }
         }
     })

@@ -93,7 +93,7 @@ statements! {
     FINISH = "finish.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
         status: TEXTOID) -> (id);
     FAIL_LOCK = "fail_lock.sql" (id: INT8OID, lease: UUIDOID)
-        -> (attempts, max_attempts, backoff, retry_delay, max_retry_delay, has_sender);
+        -> (attempts, max_attempts, backoff, retry_delay, max_retry_delay, has_sender, queue_id);
     FAIL_RETRY = "fail_retry.sql" (id: INT8OID, run_at: TIMESTAMPTZOID, state: TEXTOID,
         error: TEXTOID) -> ();
     BURY = "bury.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID, error: TEXTOID) -> ();
@@ -151,5 +151,7 @@ statements! {
     RELEASE_HELD = "release_held.sql" (ids: INT8ARRAYOID, leases: UUIDARRAYOID) -> ();
     EXPIRE_LEASES = "expire_leases.sql" (now: TIMESTAMPTZOID, limit: INT4OID) -> (id);
     NEXT_DUE = "next_due.sql" () -> (at);
+    WAIT_CHECK = "wait_check.sql" (queue_id: INT4OID, now: TIMESTAMPTZOID)
+        -> (ready, chores, next_at, window_ends_at);
     NEXT_CLEANUP = "next_cleanup.sql" () -> (at);
 }

@@ -206,6 +206,21 @@ pub fn check_rate_window(
 /// The longest a webhook request may take.
 pub const MAX_WEBHOOK_TIMEOUT_US: i64 = 3_600 * crate::time::SECOND_US;
 
+/// The longest a consumer may wait in one queue_wait.
+pub const MAX_WAIT_US: i64 = 3_600 * crate::time::SECOND_US;
+
+pub fn check_wait_timeout(d: &Duration) -> Result<i64, QueueError> {
+    if d.micros >= 0 && d.micros <= MAX_WAIT_US {
+        Ok(d.micros)
+    } else {
+        Err(QueueError::OutOfRange {
+            option: "timeout",
+            value: d.text.clone(),
+            rule: "between 0 and 1 hour",
+        })
+    }
+}
+
 pub fn check_webhook_timeout(d: &Duration) -> Result<i64, QueueError> {
     if d.micros > 0 && d.micros <= MAX_WEBHOOK_TIMEOUT_US {
         Ok(d.micros)

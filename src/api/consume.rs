@@ -13,7 +13,7 @@ use crate::jsonb::Jsonb;
 use crate::policy::add_delay;
 use crate::queries;
 use crate::rules::{self, at_least_zero, positive};
-use crate::worker::wake;
+use crate::worker::{waiters, wake};
 
 // (the column names live in the signature, where pgrx reads them)
 #[allow(clippy::type_complexity)]
@@ -80,10 +80,13 @@ fn queue_claim(
 fn queue_complete(id: Option<i64>, lease: Option<Uuid>) -> bool {
     let id = required(id, "id");
     let lease = required(lease, "lease");
-    if let Some(done) = complete_one::complete(id, lease) {
-        return done;
-    }
-    !db::with_tables(|client| jobs::complete(client, vec![id], vec![lease])).is_empty()
+    let done = match complete_one::complete(id, lease) {
+        Some(done) => done,
+        None => !db::with_tables(|client| jobs::complete(client, vec![id], vec![lease])).is_empty(),
+    };
+    // (a limit or an ordered group may let another job go)
+    waiters::note_finished(usize::from(done));
+    done
 }
 
 /// The elements of a required array argument, none of them NULL.
@@ -126,6 +129,7 @@ fn queue_complete_batch(
     } else {
         db::with_tables(|client| jobs::complete(client, ids, leases))
     };
+    waiters::note_finished(done.len());
     SetOfIterator::new(done)
 }
 
@@ -150,6 +154,10 @@ fn queue_fail(
         jobs::fail(client, id, lease, error, retry_in_us, permanent, false)
     })?;
     wake::on_commit(failed.wake);
+    waiters::note_finished(1);
+    if let (Some(at), false) = (failed.retry_at, failed.wake) {
+        waiters::note_due(failed.queue_id, 1, at);
+    }
     Some(failed.status)
 }
 

@@ -9,6 +9,7 @@ mod repair;
 mod schedules;
 mod senders;
 mod upkeep;
+mod wait;
 mod webhooks;
 pub mod workers;
 

@@ -14,7 +14,7 @@ use crate::jsonb::{Jsonb, JsonbArray};
 use crate::policy::{add_delay, TIMESTAMP_END_US};
 use crate::queries;
 use crate::rules::{self, at_least_zero};
-use crate::worker::wake;
+use crate::worker::{waiters, wake};
 
 /// When a new job falls due, and the state that says so. `run_at` wins over
 /// `delay`.
@@ -102,6 +102,9 @@ fn queue_enqueue(
         let ids = rows.map(|r| r.value::<i64>("id")).collect();
         let id = inserted(ids, name)[0];
         wake::on_commit(queue.sender.is_some());
+        if queue.sender.is_none() {
+            waiters::note_due(queue.id, 1, due);
+        }
         id
     })
 }
@@ -194,6 +197,9 @@ fn queue_enqueue_batch(
             inserted(Vec::new(), name);
         }
         wake::on_commit(queue.sender.is_some() && !new.is_empty());
+        if queue.sender.is_none() {
+            waiters::note_due(queue.id, new.len(), due);
+        }
         in_input_order(new, taken, shape.len)
     });
     SetOfIterator::new(ids)

@@ -9,7 +9,7 @@ use crate::db::{self, args};
 use crate::errors::{required, OrRaise, QueueError};
 use crate::queries;
 use crate::rules::{self, at_least_zero, positive};
-use crate::worker::wake;
+use crate::worker::{waiters, wake};
 
 /// Runs `f` on the queue named `name`, which the calling role must own to
 /// `action` it.
@@ -243,6 +243,7 @@ fn queue_alter(
         );
         // (a limit raised or removed lets held jobs go)
         wake::on_commit(queue.sender.is_some());
+        waiters::note_all(queue.id);
     })
 }
 
@@ -265,6 +266,8 @@ fn queue_drop(queue: Option<&str>, force: default!(Option<bool>, false)) -> bool
         .first()
         .expect("one row");
         let dropped: i64 = row.value("dropped");
+        // (its waiters learn that it is gone)
+        waiters::note_all(queue.id);
         let unfinished: i64 = row.value("unfinished");
         let schedules: i64 = row.value("schedules");
         if dropped == 0 && schedules > 0 {
@@ -298,6 +301,7 @@ fn set_paused(queue: Option<&str>, paused: bool) {
         );
         if !paused {
             wake::on_commit(queue.sender.is_some());
+            waiters::note_all(queue.id);
         }
     })
 }

@@ -7,7 +7,7 @@ use crate::catalog;
 use crate::db::{self, args};
 use crate::errors::required;
 use crate::queries;
-use crate::worker::wake;
+use crate::worker::{waiters, wake};
 
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_retry(id: Option<i64>) -> bool {
@@ -38,6 +38,9 @@ fn queue_retry(id: Option<i64>) -> bool {
         let retried = !db::run(client, &queries::RETRY, args![id = id, run_at = now]).is_empty();
         if retried {
             wake::on_commit(pushed);
+            if !pushed {
+                waiters::note_due(queue_id, 1, crate::time::now_us());
+            }
         }
         retried
     })
@@ -53,6 +56,9 @@ fn queue_cancel(id: Option<i64>) -> bool {
             &queries::FINISH,
             args![ids = vec![id], at = now, status = "cancelled"],
         );
-        !ended.is_empty()
+        let cancelled = !ended.is_empty();
+        // (a cancelled job may free a limit or its ordered group)
+        waiters::note_finished(usize::from(cancelled));
+        cancelled
     })
 }

@@ -11,7 +11,7 @@ use crate::queries;
 use crate::rules;
 use crate::schedules::plan::CatchUp;
 use crate::schedules::{cron, fire, ticks};
-use crate::worker::{shared, wake};
+use crate::worker::{shared, waiters, wake};
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[allow(clippy::too_many_arguments)]
@@ -128,6 +128,9 @@ fn queue_run_schedule(name: Option<&str>) -> i64 {
             .check_owner(caller, "run a schedule of")
             .or_raise();
         let id = fire::run_now(client, name, &locked, crate::time::now_us());
+        if !locked.pushed {
+            waiters::note_due(locked.queue_id, 1, crate::time::now_us());
+        }
         (id, locked.pushed)
     });
     wake::on_commit(pushed);

@@ -10,7 +10,7 @@ use crate::queries;
 use crate::regprocedure::Regprocedure;
 use crate::rules;
 use crate::senders::{self, Refusal};
-use crate::worker::{shared, wake};
+use crate::worker::{shared, waiters, wake};
 
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_register_sender(
@@ -42,6 +42,8 @@ fn queue_register_sender(
                 batch_size = batch_size,
             ],
         );
+        // (its waiters learn that it is no longer pulled)
+        waiters::note_all(queue.id);
     });
     wake::on_commit(true);
     if !shared::available() {

@@ -12,7 +12,7 @@ use crate::gucs;
 use crate::queries;
 use crate::rules;
 use crate::webhooks::{allow, sign};
-use crate::worker::{shared, wake};
+use crate::worker::{shared, waiters, wake};
 
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_register_webhook(
@@ -63,6 +63,8 @@ fn queue_register_webhook(
                 secret = secret,
             ],
         );
+        // (its waiters learn that it is no longer pulled)
+        waiters::note_all(queue.id);
     });
     wake::on_commit(true);
     if !shared::available() {

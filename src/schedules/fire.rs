@@ -17,8 +17,8 @@ use crate::db::{self, args};
 use crate::queries;
 
 /// Fires every schedule with a tick due at `now`; returns how many jobs it
-/// enqueued.
-pub fn fire_due(client: &mut SpiClient<'_>, now: i64) -> usize {
+/// enqueued into each queue (queue id, jobs).
+pub fn fire_due(client: &mut SpiClient<'_>, now: i64) -> Vec<(i32, usize)> {
     let due: Vec<(String, i32)> = db::run(
         client,
         &queries::SCHEDULES_DUE,
@@ -27,8 +27,9 @@ pub fn fire_due(client: &mut SpiClient<'_>, now: i64) -> usize {
     .map(|r| (r.value("name"), r.value("queue_id")))
     .collect();
     due.into_iter()
-        .map(|(name, queue_id)| fire_one(client, &name, queue_id, now))
-        .sum()
+        .map(|(name, queue_id)| (queue_id, fire_one(client, &name, queue_id, now)))
+        .filter(|(_, jobs)| *jobs > 0)
+        .collect()
 }
 
 /// The earliest tick of this database's schedules, if any.
@@ -103,7 +104,7 @@ fn fire_one(client: &mut SpiClient<'_>, name: &str, queue_id: i32, now: i64) -> 
 /// A schedule locked for a run outside its ticks.
 pub struct Locked {
     pub queue: String,
-    queue_id: i32,
+    pub queue_id: i32,
     tz: chrono_tz::Tz,
     group_key: Option<String>,
     ordered: bool,

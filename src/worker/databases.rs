@@ -8,11 +8,10 @@
 //! are atomics.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
-use std::sync::OnceLock;
 
-use pgrx::pg_sys::{self, Oid};
-use pgrx::prelude::*;
+use pgrx::pg_sys::Oid;
 
+use super::segments::Segment;
 use crate::gucs;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -167,77 +166,27 @@ fn bytes() -> usize {
     capacity_for(gucs::MAX_DATABASES.get() as usize) * std::mem::size_of::<Database>()
 }
 
-static PREVIOUS_REQUEST: OnceLock<pg_sys::shmem_request_hook_type> = OnceLock::new();
-static PREVIOUS_STARTUP: OnceLock<pg_sys::shmem_startup_hook_type> = OnceLock::new();
+/// The table's shared memory (segments.rs).
+pub static SEGMENT: Segment = Segment {
+    name: c"queue databases",
+    bytes,
+    attach,
+};
 
-/// Asks for the table's shared memory; while preloading only.
-pub fn init() {
-    // SAFETY: _PG_init runs in the postmaster while it loads the preloaded
-    // libraries, before any other process exists: nothing else reads or
-    // writes the hook variables now.
-    unsafe {
-        PREVIOUS_REQUEST.get_or_init(|| pg_sys::shmem_request_hook);
-        pg_sys::shmem_request_hook = Some(request);
-        PREVIOUS_STARTUP.get_or_init(|| pg_sys::shmem_startup_hook);
-        pg_sys::shmem_startup_hook = Some(startup);
-    }
-}
-
-/// Asks for the table's shared memory.
-///
-/// # Safety
-///
-/// Only PostgreSQL calls it, as shmem_request_hook, in the postmaster.
-#[pg_guard]
-unsafe extern "C-unwind" fn request() {
-    if let Some(previous) = PREVIOUS_REQUEST.get().copied().flatten() {
-        // SAFETY: the hook that was installed before ours, called as
-        // PostgreSQL would have called it.
-        unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| previous()) };
-    }
-    // SAFETY: called from shmem_request_hook, the one place where adding
-    // to the main shared memory segment is allowed.
-    unsafe { pg_sys::RequestAddinShmemSpace(bytes()) };
-}
-
-/// Makes (or, in a process that attaches to it, finds) the table.
-///
-/// # Safety
-///
-/// Only PostgreSQL calls it, as shmem_startup_hook, once the shared memory
-/// that request() asked for exists.
-#[pg_guard]
-unsafe extern "C-unwind" fn startup() {
-    if let Some(previous) = PREVIOUS_STARTUP.get().copied().flatten() {
-        // SAFETY: as in request().
-        unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| previous()) };
-    }
-    let size = bytes();
-    let mut found = false;
-    // SAFETY: ShmemInitStruct is called with AddinShmemInitLock held, as
-    // PostgreSQL requires; MainLWLockArray exists before this hook runs,
-    // and entry 21 is AddinShmemInitLock in 15 and 18 alike. The size is
-    // the one request() asked for (queue.max_databases is fixed at server
-    // start), so the memory returned holds `capacity` entries, aligned for
-    // any type; they are written only when it was just made (!found),
-    // before any other process can look at them.
-    unsafe {
-        // AddinShmemInitLock, a macro in lwlocknames.h that pgrx does not
-        // bind (pgrx's own shared memory takes it the same way)
-        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
-        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        let table =
-            pg_sys::ShmemInitStruct(c"queue databases".as_ptr(), size, &mut found) as *mut Database;
-        let capacity = capacity_for(gucs::MAX_DATABASES.get() as usize);
-        if !found {
-            for i in 0..capacity {
-                table.add(i).write(Database::free());
-            }
+/// Makes the table (`found`: finds it) in `memory`, of bytes() bytes.
+fn attach(memory: *mut u8, found: bool) {
+    let table = memory as *mut Database;
+    let capacity = capacity_for(gucs::MAX_DATABASES.get() as usize);
+    if !found {
+        for i in 0..capacity {
+            // SAFETY: the memory holds `capacity` entries (bytes()), aligned
+            // for any type; written only when it was just made, before any
+            // other process can look at it.
+            unsafe { table.add(i).write(Database::free()) };
         }
-        TABLE.store(table, Ordering::Release);
-        CAPACITY.store(capacity, Ordering::Release);
-        pg_sys::LWLockRelease(init_lock);
     }
+    TABLE.store(table, Ordering::Release);
+    CAPACITY.store(capacity, Ordering::Release);
 }
 
 fn home(oid: Oid, capacity: usize) -> usize {

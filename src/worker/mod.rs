@@ -13,6 +13,8 @@
 //! - `turns`: who is served and when, as pure (unit-tested) decisions
 //! - `upkeep`: expired leases, cleanup and counters
 //! - `wake`: wake on commit
+//! - `waiters`: consumers waiting in queue_wait, woken by commits
+//! - `segments`: shared memory sized at server start
 //! - `hooks`: gets workers out of the way of DROP DATABASE and friends
 
 mod databases;
@@ -21,6 +23,7 @@ mod hooks;
 mod http;
 pub mod launcher;
 mod recurring;
+pub mod segments;
 mod sender;
 pub mod serve;
 mod session;
@@ -28,6 +31,7 @@ pub mod shared;
 pub(crate) mod subxact;
 mod turns;
 mod upkeep;
+pub mod waiters;
 pub mod wake;
 
 use pgrx::pg_sys;

@@ -6,7 +6,7 @@
 use pgrx::pg_sys::Oid;
 
 use super::session::{self, Session};
-use super::wake;
+use super::{waiters, wake};
 use crate::schedules::fire;
 
 pub struct Recurring {
@@ -29,9 +29,15 @@ impl Recurring {
             return 0;
         }
         let (fired, next) = session::transaction(|| {
-            session.tables(|client| (fire::fire_due(client, now), fire::next_tick(client)))
+            let (fired, next) =
+                session.tables(|client| (fire::fire_due(client, now), fire::next_tick(client)));
+            // (consumers waiting on a pull queue take its jobs)
+            for &(queue_id, jobs) in &fired {
+                waiters::note_due(queue_id, jobs, now);
+            }
+            (fired, next)
         });
         self.next_at = next.unwrap_or(i64::MAX);
-        fired
+        fired.iter().map(|(_, jobs)| jobs).sum()
     }
 }

@@ -29,7 +29,9 @@ static PRELOADED: AtomicBool = AtomicBool::new(false);
 
 pub fn init() {
     pg_shmem_init!(SHARED);
-    databases::init();
+    static SEGMENTS: [&super::segments::Segment; 2] =
+        [&databases::SEGMENT, &super::waiters::SEGMENT];
+    super::segments::init(&SEGMENTS);
     PRELOADED.store(true, Ordering::Relaxed);
 }
 

@@ -5,6 +5,8 @@
 //! queue leaves a running worker alone (it has nothing to deliver); when
 //! none runs, the database's upkeep falls due within queue.upkeep_interval.
 //!
+//! (Consumers waiting in queue_wait are woken by waiters.rs.)
+//!
 //! The commit holds the shared lock in share mode only, and finds its
 //! database with one probe of the table: many committing backends never
 //! wait for each other here.

@@ -1,0 +1,435 @@
+//! Consumers waiting in `queue_wait` (api/wait.rs), in shared memory: one
+//! slot per backend, at its index in ProcGlobal->allProcs, saying which
+//! database and queue it waits on and when it should look again.
+//!
+//! A transaction notes what it made claimable (`note_due`, `note_all`,
+//! `note_finished`); at its commit, `at_commit` hands each job made due to
+//! one waiter (the bound: a thundering herd costs one look per job, not one
+//! per waiter), by setting the waiter's `wake_at` and its latch. No lock is
+//! taken: the slots are atomics, and a commit with no waiter anywhere in
+//! the cluster reads one counter.
+//!
+//! Why no wake-up is lost: a waiter publishes its slot before it takes the
+//! snapshot of its look at the queue. A commit it does not see there ended
+//! (in the proc array) after that snapshot, so its commit callback, which
+//! runs after that, finds the slot.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, Ordering};
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use super::segments::Segment;
+use super::shared;
+
+#[repr(C)]
+struct Slot {
+    /// The database it waits in; 0: the slot is free.
+    database: AtomicU32,
+    queue: AtomicI32,
+    /// When it should look at its queue again (a commit made a job due
+    /// then); 0: no commit asked.
+    wake_at: AtomicI64,
+    /// Its last look found ready jobs that a limit or the queue's order
+    /// held back: a finished job may let one go.
+    held: AtomicBool,
+}
+
+#[repr(C)]
+struct Header {
+    /// How many slots are taken.
+    waiting: AtomicU32,
+    slots: u32,
+}
+
+static HEADER: AtomicPtr<Header> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The waiters' shared memory (segments.rs).
+pub static SEGMENT: Segment = Segment {
+    name: c"queue waiters",
+    bytes,
+    attach,
+};
+
+/// One slot per backend (client backends and background workers have
+/// proc numbers below MaxBackends).
+fn slot_count() -> usize {
+    // SAFETY: MaxBackends is set before shared memory is sized, and fixed
+    // from then on.
+    unsafe { pg_sys::MaxBackends.max(0) as usize }
+}
+
+fn bytes() -> usize {
+    std::mem::size_of::<Header>().next_multiple_of(8) + slot_count() * std::mem::size_of::<Slot>()
+}
+
+fn attach(memory: *mut u8, found: bool) {
+    let header = memory as *mut Header;
+    if !found {
+        let slots = slot_count();
+        // SAFETY: the memory is bytes() long and aligned for any type;
+        // written only when it was just made, before any other process can
+        // look at it. Zero is a free slot and an empty header.
+        unsafe {
+            std::ptr::write_bytes(memory, 0, bytes());
+            (*header).slots = slots as u32;
+        }
+    }
+    HEADER.store(header, Ordering::Release);
+}
+
+fn header() -> Option<&'static Header> {
+    let header = HEADER.load(Ordering::Acquire);
+    // SAFETY: attach() set it to the header of the segment, which lives as
+    // long as the server; `slots` is written before any process starts.
+    (!header.is_null()).then(|| unsafe { &*header })
+}
+
+fn slots() -> &'static [Slot] {
+    let Some(header) = header() else {
+        return &[];
+    };
+    // SAFETY: the slots follow the header (bytes()), all atomics, so that
+    // any process may read and write them at any time.
+    unsafe {
+        let first = (header as *const Header as *const u8)
+            .add(std::mem::size_of::<Header>().next_multiple_of(8))
+            as *const Slot;
+        std::slice::from_raw_parts(first, header.slots as usize)
+    }
+}
+
+/// What a waiter finds in its slot.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// No commit asked anything.
+    Nothing,
+    /// A commit made a job due now: look (the wake is taken).
+    Now,
+    /// A commit made a job due at this time.
+    At(i64),
+}
+
+/// This backend's slot while it waits; freed on drop (also when an error
+/// ends the wait), handing on a wake-up it did not use.
+pub struct Registration {
+    procno: usize,
+    database: u32,
+    queue: i32,
+}
+
+/// Takes this backend's slot for a wait on `queue` of `database`. None
+/// without the preload.
+pub fn register(database: pg_sys::Oid, queue: i32) -> Option<Registration> {
+    let header = header()?;
+    let procno = usize::try_from(shared::my_procno()).ok()?;
+    let slot = slots().get(procno)?;
+    at_exit_free_slot();
+    slot.wake_at.store(0, Ordering::SeqCst);
+    slot.held.store(false, Ordering::SeqCst);
+    slot.queue.store(queue, Ordering::SeqCst);
+    slot.database.store(database.to_u32(), Ordering::SeqCst);
+    header.waiting.fetch_add(1, Ordering::SeqCst);
+    Some(Registration {
+        procno,
+        database: database.to_u32(),
+        queue,
+    })
+}
+
+impl Registration {
+    fn slot(&self) -> &'static Slot {
+        &slots()[self.procno]
+    }
+
+    /// What commits asked of this waiter since it last looked; a wake due
+    /// by `now` is taken (a commit after this asks again).
+    pub fn take_wake(&self, now: i64) -> Wake {
+        let wake_at = &self.slot().wake_at;
+        let at = wake_at.load(Ordering::SeqCst);
+        if at == 0 {
+            Wake::Nothing
+        } else if at > now {
+            Wake::At(at)
+        } else if wake_at
+            .compare_exchange(at, 0, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            Wake::Now
+        } else {
+            // (a commit moved it meanwhile: look now anyway)
+            wake_at.store(0, Ordering::SeqCst);
+            Wake::Now
+        }
+    }
+
+    /// Whether the last look found ready jobs that a limit held back.
+    pub fn set_held(&self, held: bool) {
+        self.slot().held.store(held, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let slot = self.slot();
+        slot.database.store(0, Ordering::SeqCst);
+        if let Some(header) = header() {
+            header.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+        // a wake-up meant for this waiter goes to another one
+        let at = slot.wake_at.swap(0, Ordering::SeqCst);
+        if at != 0 {
+            let database = pg_sys::Oid::from(self.database);
+            wake(database, Target::Queue(self.queue), Some(1), at);
+        }
+    }
+}
+
+/// Frees this backend's slot when the process exits (a terminated wait
+/// ends there, without unwinding).
+fn at_exit_free_slot() {
+    thread_local! {
+        static ARMED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if ARMED.replace(true) {
+        return;
+    }
+    /// # Safety
+    ///
+    /// Only PostgreSQL calls it, at process exit.
+    unsafe extern "C-unwind" fn free_slot(_code: i32, _arg: pg_sys::Datum) {
+        if let Ok(procno) = usize::try_from(shared::my_procno()) {
+            if let Some(slot) = slots().get(procno) {
+                if slot.database.swap(0, Ordering::SeqCst) != 0 {
+                    if let Some(header) = header() {
+                        header.waiting.fetch_sub(1, Ordering::SeqCst);
+                    }
+                }
+                slot.wake_at.store(0, Ordering::SeqCst);
+            }
+        }
+    }
+    // SAFETY: registers a callback that lives as long as the process; it
+    // only touches atomics in shared memory, which is still attached before
+    // shmem exit, and never raises.
+    unsafe { pg_sys::before_shmem_exit(Some(free_slot), pg_sys::Datum::from(0usize)) };
+}
+
+/// Which waiters of a database a wake-up is for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Target {
+    Queue(i32),
+    /// Any whose last look found jobs held back by a limit.
+    Held,
+}
+
+/// What the current transaction made claimable, for its commit.
+#[derive(Clone, Copy, Debug)]
+enum Note {
+    /// `jobs` jobs of a queue, due at `at`.
+    Due { queue: i32, jobs: usize, at: i64 },
+    /// Every waiter of a queue looks again (resumed, limits changed,
+    /// dropped, given a sender).
+    All { queue: i32 },
+    /// Jobs finished: a limit or an ordered group may let others go.
+    Finished { jobs: usize },
+}
+
+thread_local! {
+    static NOTES: RefCell<Vec<Note>> = const { RefCell::new(Vec::new()) };
+}
+
+fn note(new: Note) {
+    if !shared::available() {
+        return;
+    }
+    thread_local! {
+        static REGISTERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if !REGISTERED.replace(true) {
+        // SAFETY: registered once per backend (REGISTERED), as PostgreSQL
+        // keeps a callback registered until the process ends;
+        // at_transaction_end has the callback's signature and lives as long
+        // as the process. It only reads and sets atomics and latches, and
+        // never raises (an ERROR after a commit would be a PANIC).
+        unsafe { pg_sys::RegisterXactCallback(Some(at_transaction_end), std::ptr::null_mut()) };
+    }
+    NOTES.with(|notes| {
+        let mut notes = notes.borrow_mut();
+        for old in notes.iter_mut() {
+            match (old, new) {
+                (
+                    Note::Due { queue, jobs, at },
+                    Note::Due {
+                        queue: q,
+                        jobs: more,
+                        at: later,
+                    },
+                ) if *queue == q && *at == later => {
+                    *jobs += more;
+                    return;
+                }
+                (Note::All { queue }, Note::All { queue: q }) if *queue == q => return,
+                (Note::Finished { jobs }, Note::Finished { jobs: more }) => {
+                    *jobs += more;
+                    return;
+                }
+                _ => {}
+            }
+        }
+        // (bounded: a transaction that touches many queues, or many run_at
+        // times, wakes every waiter of the database once instead)
+        if notes.len() < 16 {
+            notes.push(new);
+        } else {
+            notes.push(Note::Finished { jobs: usize::MAX });
+        }
+    });
+}
+
+/// `jobs` jobs of `queue` fall due at `at` when this transaction commits.
+pub fn note_due(queue: i32, jobs: usize, at: i64) {
+    if jobs > 0 {
+        note(Note::Due { queue, jobs, at });
+    }
+}
+
+/// Every waiter of `queue` looks again when this transaction commits.
+pub fn note_all(queue: i32) {
+    note(Note::All { queue });
+}
+
+/// `jobs` jobs finish when this transaction commits.
+pub fn note_finished(jobs: usize) {
+    if jobs > 0 {
+        note(Note::Finished { jobs });
+    }
+}
+
+/// At a commit, the notes wake waiters; otherwise they are forgotten.
+///
+/// # Safety
+///
+/// Only PostgreSQL calls it, as the transaction callback registered in
+/// `note`.
+#[pg_guard]
+unsafe extern "C-unwind" fn at_transaction_end(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut std::ffi::c_void,
+) {
+    use pg_sys::XactEvent::*;
+    match event {
+        // SAFETY: MyDatabaseId is set when the backend connects to its
+        // database and never changes after.
+        XACT_EVENT_COMMIT => at_commit(unsafe { pg_sys::MyDatabaseId }),
+        XACT_EVENT_ABORT | XACT_EVENT_PREPARE | XACT_EVENT_PARALLEL_ABORT => {
+            NOTES.with(|notes| notes.borrow_mut().clear())
+        }
+        _ => {}
+    }
+}
+
+/// The transaction committed in `database`: wakes the waiters its notes
+/// call for.
+fn at_commit(database: pg_sys::Oid) {
+    let notes = NOTES.with(|notes| std::mem::take(&mut *notes.borrow_mut()));
+    if notes.is_empty() || header().is_none_or(|h| h.waiting.load(Ordering::SeqCst) == 0) {
+        return;
+    }
+    let now = crate::time::now_us();
+    for note in notes {
+        match note {
+            Note::Due { queue, jobs, at } => {
+                wake(database, Target::Queue(queue), Some(jobs), at.max(1))
+            }
+            Note::All { queue } => wake(database, Target::Queue(queue), None, now),
+            Note::Finished { jobs: usize::MAX } => {
+                // (too many notes) every waiter of the database looks again
+                for slot in waiting_in(database) {
+                    wake_slot(slot, now);
+                }
+            }
+            Note::Finished { jobs } => wake(database, Target::Held, Some(jobs), now),
+        }
+    }
+}
+
+/// The slots of waiters in `database`, with their proc numbers.
+fn waiting_in(database: pg_sys::Oid) -> impl Iterator<Item = (usize, &'static Slot)> {
+    let database = database.to_u32();
+    slots()
+        .iter()
+        .enumerate()
+        .filter(move |(_, s)| s.database.load(Ordering::SeqCst) == database)
+}
+
+/// Wakes up to `count` waiters (None: all) of `target` in `database` for
+/// jobs due at `at`: first those no commit has asked yet, then those asked
+/// for a later time.
+fn wake(database: pg_sys::Oid, target: Target, count: Option<usize>, at: i64) {
+    let mut left = count.unwrap_or(usize::MAX);
+    let chosen = |s: &Slot| match target {
+        Target::Queue(queue) => s.queue.load(Ordering::SeqCst) == queue,
+        Target::Held => s.held.load(Ordering::SeqCst),
+    };
+    let passes: &[bool] = if count.is_some() {
+        &[true, false]
+    } else {
+        &[false]
+    };
+    for &free_only in passes {
+        for slot in waiting_in(database).filter(|(_, s)| chosen(s)) {
+            if left == 0 {
+                return;
+            }
+            if claim_wake(slot.1, at, free_only, database.to_u32(), target) {
+                shared::set_latch(slot.0 as i32);
+                left = left.saturating_sub(1);
+            }
+        }
+    }
+}
+
+/// Asks the waiter in `slot` to look at `at`: when no commit asked it yet
+/// (`free_only`), or asked for a later time. False when it was asked for
+/// `at` or earlier already, or left meanwhile.
+fn claim_wake(slot: &Slot, at: i64, free_only: bool, database: u32, target: Target) -> bool {
+    let was = slot.wake_at.load(Ordering::SeqCst);
+    let free = was == 0;
+    if (free_only && !free) || (!free && was <= at) {
+        return false;
+    }
+    if slot
+        .wake_at
+        .compare_exchange(was, at, Ordering::SeqCst, Ordering::SeqCst)
+        .is_err()
+    {
+        return false;
+    }
+    // it may have left between the look at its database and the exchange:
+    // then take the wake-up back, for another waiter (its Drop clears
+    // wake_at after it marks the slot free, and hands on what it finds)
+    let stayed = slot.database.load(Ordering::SeqCst) == database
+        && match target {
+            Target::Queue(queue) => slot.queue.load(Ordering::SeqCst) == queue,
+            Target::Held => true,
+        };
+    if !stayed {
+        let _ = slot
+            .wake_at
+            .compare_exchange(at, was, Ordering::SeqCst, Ordering::SeqCst);
+        return false;
+    }
+    true
+}
+
+/// Asks the waiter in `slot` to look now.
+fn wake_slot((procno, slot): (usize, &Slot), now: i64) {
+    let _ = slot
+        .wake_at
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |was| {
+            (was == 0 || was > now).then_some(now)
+        });
+    shared::set_latch(procno as i32);
+}
