@@ -436,6 +436,20 @@ fn without_the_preload_the_pull_api_works_and_says_so() {
         &[&id],
     );
     assert_eq!(schedule, "nightly");
+    // queue_wait refuses, saying why and what to do
+    let err = client
+        .batch_execute("CALL queue_wait('pull', '1 second', NULL)")
+        .unwrap_err();
+    let err = err.as_db_error().unwrap();
+    assert_eq!(err.code().code(), "55000");
+    assert!(
+        err.message().contains("shared_preload_libraries"),
+        "{err:?}"
+    );
+    assert!(
+        err.hint().is_some_and(|h| h.contains("queue_claim")),
+        "{err:?}"
+    );
 }
 
 /// A sender queue `drain` whose sender records each job's id and the

@@ -1,0 +1,385 @@
+//! `CALL queue_wait(...)`: consumers that wait for work, woken by commits
+//! and by the clock, holding no snapshot while they wait. Several real
+//! connections; no test asserts a timing: a waiter "has not returned" is
+//! checked while it provably waits (pg_stat_activity), and every wait that
+//! should end is given a timeout far longer than the test needs.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use postgres::Client;
+use queue_client_tests::{claim, eventually, one, Cluster};
+
+/// A wait long enough that returning by timeout would fail the test.
+const LONG: &str = "60 seconds";
+
+fn wait(client: &mut Client, queue: &str, timeout: &str) -> Result<bool, postgres::Error> {
+    client
+        .query_one(
+            "CALL queue_wait($1, $2::text::interval, NULL)",
+            &[&queue, &timeout],
+        )
+        .map(|row| row.get("ready"))
+}
+
+/// A waiter on its own connection; its result arrives on the receiver.
+fn waiter(
+    cluster: &Cluster,
+    queue: &str,
+    timeout: &str,
+) -> mpsc::Receiver<Result<bool, postgres::Error>> {
+    let (tx, rx) = mpsc::channel();
+    let mut client = cluster.connect();
+    let (queue, timeout) = (queue.to_string(), timeout.to_string());
+    thread::spawn(move || {
+        let _ = tx.send(wait(&mut client, &queue, &timeout));
+    });
+    rx
+}
+
+/// How many backends wait in queue_wait now.
+fn waiting(client: &mut Client) -> i64 {
+    one(
+        client,
+        "SELECT count(*) FROM pg_stat_activity
+          WHERE query LIKE 'CALL queue_wait%' AND wait_event_type = 'Extension'",
+        &[],
+    )
+}
+
+fn until_waiting(client: &mut Client, n: i64) {
+    eventually(&format!("{n} waiters"), || waiting(client) == n);
+}
+
+/// The waiter has not returned: it still waits, and nothing arrived.
+fn still_waiting(client: &mut Client, rx: &mpsc::Receiver<Result<bool, postgres::Error>>) {
+    // (a look at the queue takes a moment: let a wrong wake-up show)
+    thread::sleep(Duration::from_millis(300));
+    assert!(rx.try_recv().is_err(), "the waiter returned");
+    assert_eq!(waiting(client), 1);
+}
+
+fn ready(rx: mpsc::Receiver<Result<bool, postgres::Error>>) -> bool {
+    rx.recv_timeout(Duration::from_secs(120))
+        .expect("the waiter returns")
+        .expect("the wait succeeds")
+}
+
+#[test]
+fn a_commit_wakes_a_waiter_and_an_uncommitted_or_rolled_back_enqueue_does_not() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin.batch_execute("SELECT queue_create('w')").unwrap();
+
+    let rx = waiter(&cluster, "w", LONG);
+    until_waiting(&mut admin, 1);
+    let mut producer = cluster.connect();
+    producer
+        .batch_execute("BEGIN; SELECT queue_enqueue('w', '{}')")
+        .unwrap();
+    still_waiting(&mut admin, &rx);
+    producer.batch_execute("ROLLBACK").unwrap();
+    still_waiting(&mut admin, &rx);
+    producer
+        .batch_execute("BEGIN; SELECT queue_enqueue('w', '{}')")
+        .unwrap();
+    still_waiting(&mut admin, &rx);
+    producer.batch_execute("COMMIT").unwrap();
+    assert!(ready(rx));
+    assert_eq!(claim(&mut admin, "w", 10).len(), 1);
+
+    // a job already there: at once; none: false after the timeout
+    admin
+        .batch_execute("SELECT queue_enqueue('w', '{}')")
+        .unwrap();
+    assert!(wait(&mut admin, "w", LONG).unwrap());
+    claim(&mut admin, "w", 10);
+    assert!(!wait(&mut admin, "w", "200 milliseconds").unwrap());
+    assert!(!wait(&mut admin, "w", "0").unwrap());
+    // the form without a timeout (30 seconds)
+    admin
+        .batch_execute("SELECT queue_enqueue('w', '{}')")
+        .unwrap();
+    let row = admin.query_one("CALL queue_wait('w', NULL)", &[]).unwrap();
+    assert!(row.get::<_, bool>("ready"));
+}
+
+#[test]
+fn retry_resume_a_failed_attempt_an_expired_lease_and_run_at_wake_waiters() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "SELECT queue_create('w', max_attempts => 1);
+             SELECT queue_create('r', max_attempts => 3, retry_delay => '0');",
+        )
+        .unwrap();
+
+    // queue_retry of a dead letter
+    admin
+        .batch_execute("SELECT queue_enqueue('w', '{}')")
+        .unwrap();
+    admin
+        .batch_execute("SELECT queue_fail(id, lease, 'broken') FROM queue_claim('w', 'test', 1)")
+        .unwrap();
+    let rx = waiter(&cluster, "w", LONG);
+    until_waiting(&mut admin, 1);
+    still_waiting(&mut admin, &rx);
+    admin
+        .batch_execute("SELECT queue_retry(id) FROM queue_failed WHERE queue = 'w'")
+        .unwrap();
+    assert!(ready(rx));
+    claim(&mut admin, "w", 10);
+
+    // queue_resume of a paused queue with a job
+    admin
+        .batch_execute("SELECT queue_pause('w'); SELECT queue_enqueue('w', '{}')")
+        .unwrap();
+    let rx = waiter(&cluster, "w", LONG);
+    until_waiting(&mut admin, 1);
+    still_waiting(&mut admin, &rx);
+    admin.batch_execute("SELECT queue_resume('w')").unwrap();
+    assert!(ready(rx));
+    claim(&mut admin, "w", 10);
+
+    // a failed attempt retried at once (a job given back)
+    admin
+        .batch_execute("SELECT queue_enqueue('r', '{}')")
+        .unwrap();
+    let held = claim(&mut admin, "r", 1);
+    let rx = waiter(&cluster, "r", LONG);
+    until_waiting(&mut admin, 1);
+    still_waiting(&mut admin, &rx);
+    let status: String = one(
+        &mut admin,
+        "SELECT queue_fail($1, $2::text::uuid, 'later', retry_in => '0')",
+        &[&held[0].0, &held[0].1],
+    );
+    assert_eq!(status, "pending");
+    assert!(ready(rx));
+    claim(&mut admin, "r", 10);
+
+    // a lease that expires, and a job due at run_at, by the clock alone
+    admin
+        .batch_execute("SELECT queue_enqueue('r', '{}')")
+        .unwrap();
+    admin
+        .batch_execute("SELECT FROM queue_claim('r', 'test', 1, lease => '1 second')")
+        .unwrap();
+    assert!(wait(&mut admin, "r", LONG).unwrap());
+    assert_eq!(claim(&mut admin, "r", 10).len(), 1, "the expired job");
+    admin
+        .batch_execute("SELECT queue_enqueue('r', '{}', delay => '1 second')")
+        .unwrap();
+    assert!(wait(&mut admin, "r", LONG).unwrap());
+    assert_eq!(claim(&mut admin, "r", 10).len(), 1, "the job due at run_at");
+    // a job due later than the timeout: false
+    admin
+        .batch_execute("SELECT queue_enqueue('r', '{}', delay => '1 hour')")
+        .unwrap();
+    assert!(!wait(&mut admin, "r", "300 milliseconds").unwrap());
+}
+
+#[test]
+fn a_finished_job_frees_an_ordered_group_and_a_limit_for_a_waiter() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "SELECT queue_create('o', ordered => true);
+             SELECT queue_enqueue('o', '{}', group_key => 'g');
+             SELECT queue_enqueue('o', '{}', group_key => 'g');
+             SELECT queue_create('l', max_in_flight => 1);
+             SELECT queue_enqueue('l', '{}');
+             SELECT queue_enqueue('l', '{}');",
+        )
+        .unwrap();
+    for queue in ["o", "l"] {
+        let first = claim(&mut admin, queue, 10);
+        assert_eq!(first.len(), 1, "one at a time in {queue}");
+        let rx = waiter(&cluster, queue, LONG);
+        until_waiting(&mut admin, 1);
+        still_waiting(&mut admin, &rx);
+        let done: bool = one(
+            &mut admin,
+            "SELECT queue_complete($1, $2::text::uuid)",
+            &[&first[0].0, &first[0].1],
+        );
+        assert!(done);
+        assert!(ready(rx), "{queue}");
+        assert_eq!(claim(&mut admin, queue, 10).len(), 1);
+    }
+}
+
+#[test]
+fn refusals_and_the_waits_of_a_dropped_queue_or_one_given_a_sender() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "SELECT queue_create('w');
+             SELECT queue_create('gone');
+             SELECT queue_create('pushed');
+             CREATE FUNCTION deliver(job jsonb) RETURNS void LANGUAGE sql AS '';",
+        )
+        .unwrap();
+    let code = |r: Result<bool, postgres::Error>| r.unwrap_err().code().unwrap().code().to_string();
+    assert_eq!(code(wait(&mut admin, "w", "2 hours")), "22023");
+    assert_eq!(code(wait(&mut admin, "w", "-1 second")), "22023");
+    assert_eq!(code(wait(&mut admin, "nope", "1 second")), "42704");
+    let err = admin
+        .batch_execute("BEGIN; CALL queue_wait('w', '1 second', NULL)")
+        .unwrap_err();
+    assert_eq!(err.code().unwrap().code(), "25001");
+    admin.batch_execute("ROLLBACK").unwrap();
+
+    let dropped = waiter(&cluster, "gone", LONG);
+    let given = waiter(&cluster, "pushed", LONG);
+    until_waiting(&mut admin, 2);
+    admin
+        .batch_execute(
+            "SELECT queue_drop('gone');
+             SELECT queue_register_sender('pushed', 'deliver(jsonb)');",
+        )
+        .unwrap();
+    let ended = |rx: mpsc::Receiver<Result<bool, postgres::Error>>| {
+        code(rx.recv_timeout(Duration::from_secs(120)).unwrap())
+    };
+    assert_eq!(ended(dropped), "42704");
+    assert_eq!(ended(given), "55000");
+    assert_eq!(code(wait(&mut admin, "pushed", "1 second")), "55000");
+}
+
+#[test]
+fn cancel_statement_timeout_and_termination_end_a_wait() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin.batch_execute("SELECT queue_create('w')").unwrap();
+    let pid_of_waiter = |admin: &mut Client| -> i32 {
+        one(
+            admin,
+            "SELECT pid FROM pg_stat_activity
+              WHERE query LIKE 'CALL queue_wait%' AND wait_event_type = 'Extension'",
+            &[],
+        )
+    };
+    let rx = waiter(&cluster, "w", LONG);
+    until_waiting(&mut admin, 1);
+    let pid = pid_of_waiter(&mut admin);
+    admin
+        .execute("SELECT pg_cancel_backend($1)", &[&pid])
+        .unwrap();
+    let err = rx
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.code().unwrap().code(), "57014");
+
+    let mut timed = cluster.connect();
+    timed
+        .batch_execute("SET statement_timeout = '300ms'")
+        .unwrap();
+    let err = wait(&mut timed, "w", LONG).unwrap_err();
+    assert_eq!(err.code().unwrap().code(), "57014");
+    // the session goes on, and so does the next wait
+    timed.batch_execute("RESET statement_timeout").unwrap();
+    assert!(!wait(&mut timed, "w", "0").unwrap());
+
+    let rx = waiter(&cluster, "w", LONG);
+    until_waiting(&mut admin, 1);
+    let pid = pid_of_waiter(&mut admin);
+    admin
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .unwrap();
+    assert!(rx.recv_timeout(Duration::from_secs(60)).unwrap().is_err());
+    eventually("the terminated waiter gone", || waiting(&mut admin) == 0);
+    // its slot is free: a new waiter is woken as usual
+    let rx = waiter(&cluster, "w", LONG);
+    until_waiting(&mut admin, 1);
+    admin
+        .batch_execute("SELECT queue_enqueue('w', '{}')")
+        .unwrap();
+    assert!(ready(rx));
+}
+
+#[test]
+fn a_hundred_waiters_hold_no_snapshot_and_no_lock() {
+    let cluster = Cluster::start_with(&["max_connections = 130"]);
+    let mut admin = cluster.connect();
+    admin.batch_execute("SELECT queue_create('w')").unwrap();
+    let waiters: Vec<_> = (0..100).map(|_| waiter(&cluster, "w", LONG)).collect();
+    until_waiting(&mut admin, 100);
+    let (with_xmin, with_xid): (i64, i64) = {
+        let row = admin
+            .query_one(
+                "SELECT count(backend_xmin), count(backend_xid) FROM pg_stat_activity
+                  WHERE query LIKE 'CALL queue_wait%'",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!((with_xmin, with_xid), (0, 0));
+    let locks: i64 = one(
+        &mut admin,
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+          WHERE a.query LIKE 'CALL queue_wait%' AND l.locktype = 'relation'",
+        &[],
+    );
+    assert_eq!(locks, 0);
+    // vacuum removes what a commit after the waits began left dead
+    admin
+        .batch_execute(
+            "CREATE TABLE churn (n int) WITH (autovacuum_enabled = off);
+             INSERT INTO churn SELECT generate_series(1, 1000);
+             DELETE FROM churn;",
+        )
+        .unwrap();
+    admin.batch_execute("VACUUM churn").unwrap();
+    let dead: i64 = one(
+        &mut admin,
+        "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'churn'",
+        &[],
+    );
+    assert_eq!(dead, 0, "the waiters held back vacuum");
+    // every waiter comes back: 100 jobs, one for each
+    admin
+        .batch_execute(
+            "SELECT queue_enqueue_batch('w', (SELECT array_agg('{}'::jsonb)
+                                              FROM generate_series(1, 100)))",
+        )
+        .unwrap();
+    for rx in waiters {
+        assert!(ready(rx));
+    }
+}
+
+#[test]
+fn a_herd_of_two_hundred_waiters_and_one_job_all_return_and_one_claims_it() {
+    let cluster = Cluster::start_with(&["max_connections = 230"]);
+    let mut admin = cluster.connect();
+    admin.batch_execute("SELECT queue_create('w')").unwrap();
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..200 {
+        let mut client = cluster.connect();
+        let tx = tx.clone();
+        thread::spawn(move || {
+            let ready = wait(&mut client, "w", "10 seconds").unwrap();
+            let claimed = claim(&mut client, "w", 1).len();
+            tx.send((ready, claimed)).unwrap();
+        });
+    }
+    drop(tx);
+    until_waiting(&mut admin, 200);
+    admin
+        .batch_execute("SELECT queue_enqueue('w', '{}')")
+        .unwrap();
+    let results: Vec<(bool, usize)> = rx.iter().collect();
+    assert_eq!(results.len(), 200, "every waiter returned");
+    let claimed: usize = results.iter().map(|r| r.1).sum();
+    assert_eq!(claimed, 1);
+    let woken = results.iter().filter(|r| r.0).count();
+    println!("{woken} of 200 waiters returned ready for 1 job");
+    assert_eq!(woken, 1, "one waiter woken for one job");
+}
