@@ -232,8 +232,8 @@ fn create_role(admin: &mut Client, role: &str) {
 
 /// What the consumer loops get: the queue 'emails', retried at once and at
 /// most twice, with a job for each outcome of the loops' `send_email`.
-const LOOP_JOBS: &str = r#"
-    SELECT queue_create('emails', max_attempts => 2, retry_delay => '0');
+const LOOP_QUEUE: &str = "SELECT queue_create('emails', max_attempts => 2, retry_delay => '0');";
+const LOOP_BATCH: &str = r#"
     SELECT queue_enqueue_batch('emails', ARRAY[
         '{"to": "ada@example.com"}', '{"to": "nobody"}',
         '{"to": "bob@example.com", "fail": "SMTP timeout"}', '{"to": "cy@example.com"}']::jsonb[]);
@@ -295,16 +295,30 @@ fn check_loop(name: &str, program: &str, file: &str, env: &[(&str, PathBuf)]) {
         text(&out)
     );
 
-    admin.batch_execute(LOOP_JOBS).unwrap();
+    // the loop waits in queue_wait, and the jobs' commit wakes it
+    admin.batch_execute(LOOP_QUEUE).unwrap();
     let (child, files) = spawn(&cluster, command(), name);
+    eventually(&format!("{name} waiting in queue_wait"), || {
+        one::<i64>(
+            &mut admin,
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE usename = 'worker' AND query LIKE 'CALL queue_wait%'
+                AND wait_event_type = 'Extension'",
+            &[],
+        ) == 1
+    });
+    admin.batch_execute(LOOP_BATCH).unwrap();
     let out = finish(child, files, LOOP_LIMIT);
     assert!(out.status.success(), "{name}:\n{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("sent to ada@example.com") && stdout.contains("sent to cy@example.com"),
-        "{name} prints what it sent:\n{}",
-        text(&out)
-    );
+    for to in ["ada@example.com", "cy@example.com"] {
+        assert_eq!(
+            stdout.matches(&format!("sent to {to}\n")).count(),
+            1,
+            "{name} sent to {to} once:\n{}",
+            text(&out)
+        );
+    }
     assert_eq!(jobs(&mut admin, "emails"), loop_outcome(), "{name}");
     assert_eq!(
         one::<i64>(
@@ -413,7 +427,8 @@ fn rust_loops_work_through_their_jobs_and_stop() {
     let build_limit = Duration::from_secs(1200);
 
     // the example: prints and completes each job, retries "fail"; --drain
-    admin.batch_execute(LOOP_JOBS).unwrap();
+    admin.batch_execute(LOOP_QUEUE).unwrap();
+    admin.batch_execute(LOOP_BATCH).unwrap();
     let mut command = Command::new("bash");
     command
         .args(["-c", &snippet("rust-example")])
@@ -429,7 +444,8 @@ fn rust_loops_work_through_their_jobs_and_stop() {
 
     // a crate of one's own
     admin.batch_execute("SELECT queue_purge('emails')").unwrap();
-    admin.batch_execute(LOOP_JOBS).unwrap();
+    admin.batch_execute(LOOP_QUEUE).unwrap();
+    admin.batch_execute(LOOP_BATCH).unwrap();
     let dir = cluster.socket_dir().join("rust");
     std::fs::create_dir_all(dir.join("mailer/src")).unwrap();
     std::os::unix::fs::symlink(root(), dir.join("queue")).unwrap();
@@ -1001,4 +1017,45 @@ fn recurring_examples_schedule_and_fire_as_pasted() {
             &[],
         ) > 0
     });
+}
+
+/// The manual's queue_wait snippet, as pasted by a role of its own, with the
+/// enqueue its comment names made in another session while it waits: the
+/// wait says ready and the claim takes the job.
+#[test]
+fn waiting_example_returns_ready_when_another_session_enqueues() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    create_role(&mut admin, "consumer");
+    let file = write(&cluster, "waiting.sql", &snippet("waiting"));
+    let mut command = Command::new(cluster.bin("psql"));
+    command
+        .args(["-X", "-v", "ON_ERROR_STOP=1", "-f"])
+        .arg(file);
+    libpq_env(&mut command, &cluster, "consumer");
+    let psql = std::thread::spawn(move || command.output().expect("psql runs"));
+    eventually("the snippet waiting", || {
+        one::<i64>(
+            &mut admin,
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE usename = 'consumer' AND wait_event_type = 'Extension'",
+            &[],
+        ) == 1
+    });
+    admin
+        .batch_execute("SELECT queue_enqueue('emails', '{}')")
+        .unwrap();
+    let out = psql.join().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        stdout.contains(" ready \n-------\n t\n"),
+        "ready:\n{stdout}"
+    );
+    let processing: i64 = one(
+        &mut admin,
+        "SELECT count(*) FROM queue_jobs WHERE queue = 'emails' AND status = 'processing'",
+        &[],
+    );
+    assert_eq!(processing, 1, "the claim took the job:\n{stdout}");
 }

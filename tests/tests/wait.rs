@@ -304,6 +304,36 @@ fn cancel_statement_timeout_and_termination_end_a_wait() {
 }
 
 #[test]
+fn drop_database_with_force_and_a_server_shutdown_end_waits() {
+    let cluster = Cluster::start();
+    cluster.create_database(
+        "tenant",
+        "CREATE EXTENSION queue; SELECT queue_create('w');",
+    );
+    let mut admin = cluster.connect_to("postgres");
+    let (tx, rx) = mpsc::channel();
+    let mut client = cluster.connect_to("tenant");
+    thread::spawn(move || {
+        let _ = tx.send(wait(&mut client, "w", LONG));
+    });
+    until_waiting(&mut admin, 1);
+    admin
+        .batch_execute("DROP DATABASE tenant WITH (FORCE)")
+        .unwrap();
+    assert!(rx.recv_timeout(Duration::from_secs(60)).unwrap().is_err());
+
+    let mut other = cluster.connect();
+    other.batch_execute("SELECT queue_create('w')").unwrap();
+    let rx = waiter(&cluster, "w", LONG);
+    until_waiting(&mut admin, 1);
+    drop(admin);
+    drop(other);
+    // a fast shutdown ends the waiting session and completes
+    cluster.stop_server();
+    assert!(rx.recv_timeout(Duration::from_secs(60)).unwrap().is_err());
+}
+
+#[test]
 fn a_hundred_waiters_hold_no_snapshot_and_no_lock() {
     let cluster = Cluster::start_with(&["max_connections = 130"]);
     let mut admin = cluster.connect();

@@ -76,7 +76,8 @@ pub struct Consumer {
     pub batch: i32,
     /// The lease of each claim; `None` takes the queue's.
     pub lease: Option<Duration>,
-    /// How long to sleep when a claim comes back empty.
+    /// How long to wait for a job when a claim comes back empty
+    /// (`queue_wait`: a commit that makes a job due ends the wait at once).
     pub idle: Duration,
 }
 
@@ -98,7 +99,7 @@ impl Consumer {
             worker: worker.to_string(),
             batch: 10,
             lease: None,
-            idle: Duration::from_millis(500),
+            idle: Duration::from_secs(5),
         }
     }
 
@@ -178,8 +179,9 @@ impl Consumer {
         Ok(round)
     }
 
-    /// Runs rounds until `keep_going` says stop; sleeps `idle` after a round
-    /// that found no job. Returns the sum of the rounds.
+    /// Runs rounds until `keep_going` says stop; after a round that found no
+    /// job, waits up to `idle` for one (`CALL queue_wait`, which holds no
+    /// snapshot while it waits). Returns the sum of the rounds.
     pub fn run(
         &self,
         client: &mut Client,
@@ -198,7 +200,11 @@ impl Consumer {
                 return Ok(total);
             }
             if round.claimed == 0 {
-                std::thread::sleep(self.idle);
+                let idle = format!("{} milliseconds", self.idle.as_millis());
+                client.execute(
+                    "CALL queue_wait($1, $2::text::interval, NULL)",
+                    &[&self.queue, &idle],
+                )?;
             }
         }
     }
