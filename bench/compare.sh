@@ -17,6 +17,13 @@
 #      5n the same from a queue with retention 0 (equal work with pgmq's delete)
 #   6  latency from an enqueue's commit to its sender call, idle and at 1,000 jobs/s
 #      (peer: a pgmq consumer waiting in read_with_poll, polling every 10 ms)
+#   6w latency from an enqueue's commit to a consumer waiting in CALL queue_wait
+#      (then claiming), idle and at 1,000 jobs/s (peers: a consumer that claims
+#      and sleeps 100 ms when it finds nothing; pgmq's read_with_poll, 10 ms)
+#   1x 1 with 200 consumers waiting in queue_wait on another queue (peer: 1x0,
+#      the same with none, the rounds taking turns: what waiters cost a commit)
+#   6c the CPU of 200 idle waiting consumers' backends over BENCH_IDLE_CPU_SECS
+#      (60) s (peer: 200 consumers polling every 100 ms)
 #   7  the ceiling: the least work the same job needs, as plain SQL on a minimal table
 #   1g 1 with a group key (one of 1,000 at random; peer: 1, the rounds taking turns)
 #   4g 4's claim + complete from a queue whose jobs spread over 10,000 groups
@@ -40,7 +47,8 @@
 # 50,000 for item 3 and 300,000 for 4; later rounds get twice what the
 # previous one took), BENCH_DOC (BENCHMARKS.md),
 # BENCH_DIR (/tmp/qbench/bench), BENCH_PORT (54400), PGMQ_INSTALL (binary),
-# BENCH_ITEMS (the items to measure, by default all: "1 1g 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 6"),
+# BENCH_ITEMS (the items to measure, by default all: "1 1g 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 6 6w 1x 6c"),
+# BENCH_WAITERS (200, for 1x and 6c), BENCH_IDLE_CPU_SECS (60, for 6c),
 # BENCH_WIDE_CLIENTS (32, for 1w).
 . "$(dirname "$0")/common.sh"
 
@@ -53,7 +61,9 @@ LOAD_RATE=${BENCH_LOAD_RATE:-1000}
 IDLE_RATE=${BENCH_IDLE_RATE:-50}
 FILL=${BENCH_FILL:-}
 DOC=${BENCH_DOC-BENCHMARKS.md}
-ITEMS=" ${BENCH_ITEMS:-1 1g 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 6} "
+ITEMS=" ${BENCH_ITEMS:-1 1g 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 6 6w 1x 6c} "
+WAITERS=${BENCH_WAITERS:-200}
+IDLE_CPU_SECS=${BENCH_IDLE_CPU_SECS:-60}
 WIDE_CLIENTS=${BENCH_WIDE_CLIENTS:-32}
 item() { [[ $ITEMS == *" $1 "* ]]; }
 PGMQ_INSTALL=${PGMQ_INSTALL:-target/debug/pgmq-install}
@@ -70,6 +80,9 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 lib_sum=$(md5sum < "$LIB")
 build=$(build_stamp)
 cluster_start "${BENCH_DIR:-/tmp/qbench/bench}" "${BENCH_PORT:-54400}"
+# room for the waiting consumers of 1x and 6c beside the wide clients of 1w
+sql -c "ALTER SYSTEM SET max_connections = $((WAITERS + WIDE_CLIENTS + 40))" > /dev/null
+scripts/cluster.sh stop "$DIR" && scripts/cluster.sh start "$DIR" "$PORT"
 workdir qbench-scripts
 keep_server_log "$OUT/bench-server.log"
 
@@ -78,6 +91,8 @@ keep_server_log "$OUT/bench-server.log"
 sql > /dev/null <<SQL
 CREATE EXTENSION queue;
 SELECT queue_create(q) FROM unnest(ARRAY['enq1', 'enq100', 'c1a', 'c100a', 'drain', 'lat']) q;
+-- consumers waiting (6w, 1x, 6c): nothing kept
+SELECT queue_create(q, retention => '0') FROM unnest(ARRAY['latw', 'idlew']) q;
 -- keeping nothing, as pgmq's delete
 SELECT queue_create(q, retention => '0') FROM unnest(ARRAY['c1', 'c100', 'c100one', 'c100each', 'drain0']) q;
 SELECT pgmq.create(q) FROM unnest(ARRAY['enq1', 'enq100', 'c1', 'c100', 'c1a', 'c100a', 'lat']) q;
@@ -195,6 +210,37 @@ WITH m AS (SELECT msg_id, message FROM pgmq.read_with_poll('lat', 30, 100, 1, 10
      got AS (INSERT INTO public.bench_lat
              SELECT 'pgmq', msg_id, (message->>'t')::timestamptz, clock_timestamp() FROM m RETURNING job_id)
 SELECT count(*) FROM pgmq.delete('lat', ARRAY(SELECT job_id FROM got));
+SQL
+# a consumer waiting in queue_wait: then claims up to 100, records when it got
+# each job, and completes them, in one statement
+script q_waiter <<'SQL'
+CALL queue_wait('latw', '1 second', NULL);
+WITH c AS (SELECT id, lease, payload FROM queue_claim('latw', 'bench', 100)),
+     got AS (INSERT INTO public.bench_lat
+             SELECT 'queue', id, (payload->>'t')::timestamptz, clock_timestamp() FROM c)
+SELECT count(*) FROM queue_complete_batch(coalesce((SELECT array_agg(id) FROM c), '{}'),
+                                          coalesce((SELECT array_agg(lease) FROM c), '{}'));
+SQL
+# the same consumer polling: claims, and sleeps 100 ms when it got nothing
+script q_poller <<'SQL'
+WITH c AS (SELECT id, lease, payload FROM queue_claim('latw', 'bench', 100)),
+     got AS (INSERT INTO public.bench_lat
+             SELECT 'poll', id, (payload->>'t')::timestamptz, clock_timestamp() FROM c)
+SELECT count(*) AS got FROM queue_complete_batch(coalesce((SELECT array_agg(id) FROM c), '{}'),
+                                                 coalesce((SELECT array_agg(lease) FROM c), '{}')) \gset
+\if :got = 0
+\sleep 100 ms
+\endif
+SQL
+script q_latw <<'SQL'
+SELECT queue_enqueue('latw', jsonb_build_object('t', clock_timestamp()));
+SQL
+# a consumer that waits on a queue nobody enqueues into (1x, 6c)
+script q_idle_waiter <<'SQL'
+CALL queue_wait('idlew', make_interval(secs => :secs), NULL);
+SQL
+script q_idle_poller <<'SQL'
+SELECT count(*) FROM queue_claim('idlew', 'bench', 100);
 SQL
 
 # ---------------------------------------------------------------- helpers
@@ -428,6 +474,111 @@ latency() {
 }
 item 6 && latency
 
+# ---------------------------------------------------------------- 6w, 1x, 6c
+# wait_round side rate clients round label: a consumer (queue: waiting in
+# queue_wait; poll: claiming every 100 ms; pgmq: read_with_poll) while
+# pgbench enqueues at `rate`; the latency from each enqueue to its consumer
+wait_round() {
+    local side=$1 rate=$2 clients=$3 r=$4 label=$5 consumer script=q_latw
+    sql -c "TRUNCATE public.bench_lat"
+    case $side in
+        queue) consumer=q_waiter ;;
+        poll) consumer=q_poller ;;
+        pgmq) consumer=p_consume script=p_lat ;;
+    esac
+    pgb -c 1 -T $((SECS + 3)) -f "$consumer.sql" > "$WORK/consumer.out" 2>&1 &
+    local pid=$!
+    sleep 0.5
+    pgb -c "$clients" -j "$(( clients < THREADS ? clients : THREADS ))" -R "$rate" -T "$SECS" -f "$script.sql" \
+        > "$WORK/pgbench.out" 2>&1 || { cat "$WORK/pgbench.out" >> "$OUT/bench-errors.log"; }
+    wait "$pid" || cat "$WORK/consumer.out" >> "$OUT/bench-errors.log"
+    local n p50 p99
+    read -r n p50 p99 <<< "$(sql -F ' ' -c "SELECT count(*),
+              round((percentile_disc(0.5) WITHIN GROUP (ORDER BY ms))::numeric, 2),
+              round((percentile_disc(0.99) WITHIN GROUP (ORDER BY ms))::numeric, 2)
+         FROM (SELECT extract(epoch FROM delivered - enqueued) * 1000 AS ms FROM public.bench_lat) s")"
+    if [ "$n" -eq 0 ]; then na "6w$label/$side" "no job was claimed"; return 1; fi
+    record "6w$label-p50" "$side" "$r" "$p50"
+    record "6w$label-p99" "$side" "$r" "$p99"
+    printf "  %-8s %-8s round %d: %s jobs, median %s ms, p99 %s ms\n" "6w$label" "$side" "$r" "$n" "$p50" "$p99" >&2
+}
+waiting() {
+    local r side
+    for r in $(seq 1 "$ROUNDS"); do
+        for side in queue poll pgmq; do
+            settle
+            wait_round "$side" "$IDLE_RATE" 1 "$r" idle || true
+            wait_round "$side" "$LOAD_RATE" "$CLIENTS" "$r" load || true
+        done
+    done
+}
+item 6w && waiting
+
+# idle_waiters SECS: WAITERS connections waiting in queue_wait on 'idlew' for
+# SECS seconds, in the background (their pgbench's pid in IDLE_PID), once all
+# wait
+idle_waiters() {
+    pgb -c "$WAITERS" -j "$THREADS" -t 1 -D secs="$1" -f q_idle_waiter.sql > "$WORK/waiters.out" 2>&1 &
+    IDLE_PID=$!
+    local i
+    for i in $(seq 1 300); do
+        [ "$(sql -c "SELECT count(*) FROM pg_stat_activity
+                      WHERE query LIKE 'CALL queue_wait%' AND wait_event_type = 'Extension'")" -ge "$WAITERS" ] && return 0
+        sleep 0.1
+    done
+    echo "  only $(sql -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'CALL queue_wait%'") of $WAITERS waiters" >&2
+}
+# with_waiters: 1's enqueue, rounds taking turns with and without waiters
+with_waiters() {
+    local r t
+    for r in $(seq 1 "$ROUNDS"); do
+        settle
+        t=$(tps q_enq1) && [ -n "$t" ] && record 1x0 queue "$r" "$t" &&
+            printf "  %-8s %-8s round %d: %s jobs/s\n" 1x0 queue "$r" "$t" >&2
+        idle_waiters $((SECS + 5))
+        settle
+        t=$(tps q_enq1) && [ -n "$t" ] && record 1x queue "$r" "$t" &&
+            printf "  %-8s %-8s round %d: %s jobs/s (%s waiting)\n" 1x queue "$r" "$t" "$WAITERS" >&2
+        wait "$IDLE_PID" || cat "$WORK/waiters.out" >> "$OUT/bench-errors.log"
+    done
+    sql -c "SELECT queue_purge('enq1')" > /dev/null
+}
+item 1x && with_waiters
+
+# backend_cpu_ms PATTERN: the CPU (user + system, ms) so far of the backends
+# whose query is LIKE PATTERN
+backend_cpu_ms() {
+    local pids pid ticks=0 hz
+    hz=$(getconf CLK_TCK)
+    pids=$(sql -c "SELECT pid FROM pg_stat_activity WHERE query LIKE '$1'")
+    for pid in $pids; do
+        [ -r "/proc/$pid/stat" ] || continue
+        ticks=$(( ticks + $(awk '{ print $14 + $15 }' "/proc/$pid/stat") ))
+    done
+    echo $(( ticks * 1000 / hz ))
+}
+idle_cpu() {
+    local before after
+    idle_waiters $((IDLE_CPU_SECS + 5))
+    before=$(backend_cpu_ms 'CALL queue_wait%')
+    sleep "$IDLE_CPU_SECS"
+    after=$(backend_cpu_ms 'CALL queue_wait%')
+    wait "$IDLE_PID" || cat "$WORK/waiters.out" >> "$OUT/bench-errors.log"
+    record 6c queue 1 $((after - before))
+    echo "  6c queue: $WAITERS waiters used $((after - before)) ms of CPU in $IDLE_CPU_SECS s" >&2
+    pgb -c "$WAITERS" -j "$THREADS" -R $((WAITERS * 10)) -T $((IDLE_CPU_SECS + 5)) -f q_idle_poller.sql \
+        > "$WORK/pollers.out" 2>&1 &
+    local pid=$!
+    sleep 3
+    before=$(backend_cpu_ms "%queue_claim(''idlew''%")
+    sleep "$IDLE_CPU_SECS"
+    after=$(backend_cpu_ms "%queue_claim(''idlew''%")
+    wait "$pid" || cat "$WORK/pollers.out" >> "$OUT/bench-errors.log"
+    record 6c poll 1 $((after - before))
+    echo "  6c poll: $WAITERS pollers used $((after - before)) ms of CPU in $IDLE_CPU_SECS s" >&2
+}
+item 6c && idle_cpu
+
 # ---------------------------------------------------------------- report
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -491,6 +642,16 @@ table() {
     row "6 | latency enqueue → sender, idle, p99" "ms" 6idle-p99 6idle-p99 pgmq ""
     row "6 | latency enqueue → sender at $(fmt "$LOAD_RATE") jobs/s, median" "ms" 6load-p50 6load-p50 pgmq ""
     row "6 | latency enqueue → sender at $(fmt "$LOAD_RATE") jobs/s, p99" "ms" 6load-p99 6load-p99 pgmq ""
+    row "6w | latency enqueue → consumer waiting in queue_wait, idle, median (peer: polling every 100 ms)" "ms" 6widle-p50 6widle-p50 poll ""
+    row "6w | the same, p99 (peer: polling every 100 ms)" "ms" 6widle-p99 6widle-p99 poll ""
+    row "6w | idle, median (pgmq: read_with_poll, 10 ms)" "ms" 6widle-p50 6widle-p50 pgmq ""
+    row "6w | idle, p99 (pgmq: read_with_poll, 10 ms)" "ms" 6widle-p99 6widle-p99 pgmq ""
+    row "6w | at $(fmt "$LOAD_RATE") jobs/s, median (peer: polling every 100 ms)" "ms" 6wload-p50 6wload-p50 poll ""
+    row "6w | at $(fmt "$LOAD_RATE") jobs/s, p99 (peer: polling every 100 ms)" "ms" 6wload-p99 6wload-p99 poll ""
+    row "6w | at $(fmt "$LOAD_RATE") jobs/s, median (pgmq: read_with_poll, 10 ms)" "ms" 6wload-p50 6wload-p50 pgmq ""
+    row "6w | at $(fmt "$LOAD_RATE") jobs/s, p99 (pgmq: read_with_poll, 10 ms)" "ms" 6wload-p99 6wload-p99 pgmq ""
+    row "1x | 1's enqueue with $WAITERS consumers waiting on another queue (peer: none waiting)" "jobs/s" 1x 1x0 queue ""
+    row "6c | CPU of $WAITERS idle consumers' backends over $IDLE_CPU_SECS s: waiting (peer: polling every 100 ms)" "ms" 6c 6c poll ""
     echo
     echo "4c / 4b, one call per job against the batch, their rounds taking turns: $(ratio "$(med 4c queue)" "$(med 4b queue)")"
     if [ -s "$NA" ]; then

@@ -199,20 +199,29 @@ fn at_exit_free_slot() {
     ///
     /// Only PostgreSQL calls it, at process exit.
     unsafe extern "C-unwind" fn free_slot(_code: i32, _arg: pg_sys::Datum) {
-        if let Ok(procno) = usize::try_from(shared::my_procno()) {
-            if let Some(slot) = slots().get(procno) {
-                if slot.database.swap(0, Ordering::SeqCst) != 0 {
-                    if let Some(header) = header() {
-                        header.waiting.fetch_sub(1, Ordering::SeqCst);
-                    }
-                }
-                slot.wake_at.store(0, Ordering::SeqCst);
-            }
+        let Some(slot) = usize::try_from(shared::my_procno())
+            .ok()
+            .and_then(|procno| slots().get(procno))
+        else {
+            return;
+        };
+        let database = slot.database.swap(0, Ordering::SeqCst);
+        if database == 0 {
+            return;
+        }
+        if let Some(header) = header() {
+            header.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+        // as Registration's drop: a wake-up it did not use goes on
+        let at = slot.wake_at.swap(0, Ordering::SeqCst);
+        if at != 0 {
+            let queue = Target::Queue(slot.queue.load(Ordering::SeqCst));
+            wake(pg_sys::Oid::from(database), queue, Some(1), at);
         }
     }
     // SAFETY: registers a callback that lives as long as the process; it
     // only touches atomics in shared memory, which is still attached before
-    // shmem exit, and never raises.
+    // shmem exit, and sets latches; it never raises.
     unsafe { pg_sys::before_shmem_exit(Some(free_slot), pg_sys::Datum::from(0usize)) };
 }
 
