@@ -405,8 +405,8 @@ fn wake(database: pg_sys::Oid, target: Target, count: Option<usize>, at: i64) {
 /// `at` or earlier already, or left meanwhile.
 fn claim_wake(slot: &Slot, at: i64, free_only: bool, database: u32, target: Target) -> bool {
     let was = slot.wake_at.load(Ordering::SeqCst);
-    let free = was == 0;
-    if (free_only && !free) || (!free && was <= at) {
+    // (0: free; otherwise it was asked for `was`)
+    if was != 0 && (free_only || was <= at) {
         return false;
     }
     if slot
