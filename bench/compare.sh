@@ -433,6 +433,19 @@ item 5g && drain 5g drain0g
 # ---------------------------------------------------------------- 6 latency
 # One round: enqueue at RATE for SECS; the sender (ours) or the consumer
 # (pgmq) records when it got each job; median and p99 of the difference.
+# record_latencies ITEM SIDE ROUND: the median and p99 of the latencies in
+# bench_lat (enqueue to delivery or claim), recorded as ITEM-p50, ITEM-p99
+record_latencies() {
+    local n p50 p99
+    read -r n p50 p99 <<< "$(sql -F ' ' -c "SELECT count(*),
+              round((percentile_disc(0.5) WITHIN GROUP (ORDER BY ms))::numeric, 2),
+              round((percentile_disc(0.99) WITHIN GROUP (ORDER BY ms))::numeric, 2)
+         FROM (SELECT extract(epoch FROM delivered - enqueued) * 1000 AS ms FROM public.bench_lat) s")"
+    if [ "$n" -eq 0 ]; then na "$1/$2" "no job arrived"; return 1; fi
+    record "$1-p50" "$2" "$3" "$p50"
+    record "$1-p99" "$2" "$3" "$p99"
+    printf "  %-8s %-8s round %d: %s jobs, median %s ms, p99 %s ms\n" "$1" "$2" "$3" "$n" "$p50" "$p99" >&2
+}
 latency_round() {  # side rate clients round label
     local side=$1 rate=$2 clients=$3 r=$4 label=$5 consumer=
     sql -c "TRUNCATE public.bench_lat"
@@ -445,16 +458,7 @@ latency_round() {  # side rate clients round label
     pgb -c "$clients" -j "$(( clients < THREADS ? clients : THREADS ))" -R "$rate" -T "$SECS" -f "$script.sql" \
         > "$WORK/pgbench.out" 2>&1 || { cat "$WORK/pgbench.out" >> "$OUT/bench-errors.log"; }
     if [ -n "$consumer" ]; then wait "$consumer" || cat "$WORK/consumer.out" >> "$OUT/bench-errors.log"; else sleep 2; fi
-    local stats
-    stats=$(sql -F ' ' -c "SELECT count(*),
-              round((percentile_disc(0.5) WITHIN GROUP (ORDER BY ms))::numeric, 2),
-              round((percentile_disc(0.99) WITHIN GROUP (ORDER BY ms))::numeric, 2)
-         FROM (SELECT extract(epoch FROM delivered - enqueued) * 1000 AS ms FROM public.bench_lat) s")
-    read -r n p50 p99 <<< "$stats"
-    if [ "$n" -eq 0 ]; then na "6$label/$side" "no job was delivered"; return 1; fi
-    record "6$label-p50" "$side" "$r" "$p50"
-    record "6$label-p99" "$side" "$r" "$p99"
-    printf "  %-8s %-8s round %d: %s jobs, median %s ms, p99 %s ms\n" "6$label" "$side" "$r" "$n" "$p50" "$p99" >&2
+    record_latencies "6$label" "$side" "$r"
 }
 latency() {
     local err r
@@ -492,15 +496,7 @@ wait_round() {
     pgb -c "$clients" -j "$(( clients < THREADS ? clients : THREADS ))" -R "$rate" -T "$SECS" -f "$script.sql" \
         > "$WORK/pgbench.out" 2>&1 || { cat "$WORK/pgbench.out" >> "$OUT/bench-errors.log"; }
     wait "$pid" || cat "$WORK/consumer.out" >> "$OUT/bench-errors.log"
-    local n p50 p99
-    read -r n p50 p99 <<< "$(sql -F ' ' -c "SELECT count(*),
-              round((percentile_disc(0.5) WITHIN GROUP (ORDER BY ms))::numeric, 2),
-              round((percentile_disc(0.99) WITHIN GROUP (ORDER BY ms))::numeric, 2)
-         FROM (SELECT extract(epoch FROM delivered - enqueued) * 1000 AS ms FROM public.bench_lat) s")"
-    if [ "$n" -eq 0 ]; then na "6w$label/$side" "no job was claimed"; return 1; fi
-    record "6w$label-p50" "$side" "$r" "$p50"
-    record "6w$label-p99" "$side" "$r" "$p99"
-    printf "  %-8s %-8s round %d: %s jobs, median %s ms, p99 %s ms\n" "6w$label" "$side" "$r" "$n" "$p50" "$p99" >&2
+    record_latencies "6w$label" "$side" "$r"
 }
 waiting() {
     local r side

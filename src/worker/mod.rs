@@ -46,6 +46,8 @@ pub fn init() {
         return;
     }
     shared::init();
+    static SEGMENTS: [&segments::Segment; 2] = [&databases::SEGMENT, &waiters::SEGMENT];
+    segments::init(&SEGMENTS);
     hooks::install();
     launcher::register();
 }

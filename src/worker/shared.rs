@@ -29,9 +29,6 @@ static PRELOADED: AtomicBool = AtomicBool::new(false);
 
 pub fn init() {
     pg_shmem_init!(SHARED);
-    static SEGMENTS: [&super::segments::Segment; 2] =
-        [&databases::SEGMENT, &super::waiters::SEGMENT];
-    super::segments::init(&SEGMENTS);
     PRELOADED.store(true, Ordering::Relaxed);
 }
 
