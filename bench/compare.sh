@@ -553,25 +553,26 @@ backend_cpu_ms() {
     done
     echo $(( ticks * 1000 / hz ))
 }
-idle_cpu() {
+# cpu_window SIDE PATTERN WHO: records as 6c/SIDE the CPU that the backends
+# whose query is LIKE PATTERN use in IDLE_CPU_SECS
+cpu_window() {
     local before after
-    idle_waiters $((IDLE_CPU_SECS + 5))
-    before=$(backend_cpu_ms 'CALL queue_wait%')
+    before=$(backend_cpu_ms "$2")
     sleep "$IDLE_CPU_SECS"
-    after=$(backend_cpu_ms 'CALL queue_wait%')
+    after=$(backend_cpu_ms "$2")
+    record 6c "$1" 1 $((after - before))
+    echo "  6c $1: $WAITERS $3 used $((after - before)) ms of CPU in $IDLE_CPU_SECS s" >&2
+}
+idle_cpu() {
+    idle_waiters $((IDLE_CPU_SECS + 5))
+    cpu_window queue 'CALL queue_wait%' waiters
     wait "$IDLE_PID" || cat "$WORK/waiters.out" >> "$OUT/bench-errors.log"
-    record 6c queue 1 $((after - before))
-    echo "  6c queue: $WAITERS waiters used $((after - before)) ms of CPU in $IDLE_CPU_SECS s" >&2
     pgb -c "$WAITERS" -j "$THREADS" -R $((WAITERS * 10)) -T $((IDLE_CPU_SECS + 5)) -f q_idle_poller.sql \
         > "$WORK/pollers.out" 2>&1 &
     local pid=$!
     sleep 3
-    before=$(backend_cpu_ms "%queue_claim(''idlew''%")
-    sleep "$IDLE_CPU_SECS"
-    after=$(backend_cpu_ms "%queue_claim(''idlew''%")
+    cpu_window poll "%queue_claim(''idlew''%" pollers
     wait "$pid" || cat "$WORK/pollers.out" >> "$OUT/bench-errors.log"
-    record 6c poll 1 $((after - before))
-    echo "  6c poll: $WAITERS pollers used $((after - before)) ms of CPU in $IDLE_CPU_SECS s" >&2
 }
 item 6c && idle_cpu
 

@@ -147,17 +147,23 @@ struct Look {
 /// Waits up to `timeout_us` for queue `name`; true when a claim could take
 /// a job.
 fn wait(name: &str, timeout_us: i64) -> bool {
-    let end = crate::time::now_us().saturating_add(timeout_us);
     // SAFETY: a non-atomic SPI connection, which may commit; it is closed
     // below, or by the abort of the transaction on error.
     let connected = unsafe { pg_sys::SPI_connect_ext(pg_sys::SPI_OPT_NONATOMIC as i32) };
     if connected != pg_sys::SPI_OK_CONNECT as i32 {
         error!("queue_wait: SPI_connect_ext failed: {connected}");
     }
+    let ready = wait_connected(name, timeout_us);
+    // SAFETY: closes the connection opened above (the last one open).
+    unsafe { pg_sys::SPI_finish() };
+    ready
+}
+
+/// `wait`, once connected.
+fn wait_connected(name: &str, timeout_us: i64) -> bool {
+    let end = crate::time::now_us().saturating_add(timeout_us);
     let first = in_own_transaction(|| look(name));
     if first.ready {
-        // SAFETY: closes the connection opened above (the last one open).
-        unsafe { pg_sys::SPI_finish() };
         return true;
     }
     // the slot is taken before the look whose snapshot must see every
@@ -195,8 +201,6 @@ fn wait(name: &str, timeout_us: i64) -> bool {
         }
     };
     drop(registration);
-    // SAFETY: closes the connection opened above (the last one open).
-    unsafe { pg_sys::SPI_finish() };
     ready
 }
 
@@ -268,12 +272,11 @@ fn look(name: &str) -> Look {
         if row.value::<bool>("chores") {
             found.ready = true;
         } else if row.value::<bool>("ready") {
-            let limited = queue.limits.ordered || limits::counted(&queue.limits);
-            found.ready = !limited
-                || match limits::choose(client, &queue, 1, now, &HashSet::new()).pick {
-                    Pick::Next(n) => n > 0,
-                    Pick::These(ids) => !ids.is_empty(),
-                };
+            // (a queue without limits or order is answered without a statement)
+            found.ready = match limits::choose(client, &queue, 1, now, &HashSet::new()).pick {
+                Pick::Next(n) => n > 0,
+                Pick::These(ids) => !ids.is_empty(),
+            };
             if !found.ready {
                 found.held = true;
                 found.next_at = [found.next_at, at("window_ends_at")]

@@ -115,8 +115,6 @@ pub enum Wake {
 /// ends the wait), handing on a wake-up it did not use.
 pub struct Registration {
     procno: usize,
-    database: u32,
-    queue: i32,
 }
 
 /// Takes this backend's slot for a wait on `queue` of `database`. None
@@ -131,11 +129,7 @@ pub fn register(database: pg_sys::Oid, queue: i32) -> Option<Registration> {
     slot.queue.store(queue, Ordering::SeqCst);
     slot.database.store(database.to_u32(), Ordering::SeqCst);
     header.waiting.fetch_add(1, Ordering::SeqCst);
-    Some(Registration {
-        procno,
-        database: database.to_u32(),
-        queue,
-    })
+    Some(Registration { procno })
 }
 
 impl Registration {
@@ -172,17 +166,24 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let slot = self.slot();
-        slot.database.store(0, Ordering::SeqCst);
-        if let Some(header) = header() {
-            header.waiting.fetch_sub(1, Ordering::SeqCst);
-        }
-        // a wake-up meant for this waiter goes to another one
-        let at = slot.wake_at.swap(0, Ordering::SeqCst);
-        if at != 0 {
-            let database = pg_sys::Oid::from(self.database);
-            wake(database, Target::Queue(self.queue), Some(1), at);
-        }
+        free(self.slot());
+    }
+}
+
+/// Frees `slot` (if taken) and hands a wake-up its waiter did not use to
+/// another waiter.
+fn free(slot: &Slot) {
+    let database = slot.database.swap(0, Ordering::SeqCst);
+    if database == 0 {
+        return;
+    }
+    if let Some(header) = header() {
+        header.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+    let at = slot.wake_at.swap(0, Ordering::SeqCst);
+    if at != 0 {
+        let queue = Target::Queue(slot.queue.load(Ordering::SeqCst));
+        wake(pg_sys::Oid::from(database), queue, Some(1), at);
     }
 }
 
@@ -199,24 +200,9 @@ fn at_exit_free_slot() {
     ///
     /// Only PostgreSQL calls it, at process exit.
     unsafe extern "C-unwind" fn free_slot(_code: i32, _arg: pg_sys::Datum) {
-        let Some(slot) = usize::try_from(shared::my_procno())
-            .ok()
-            .and_then(|procno| slots().get(procno))
-        else {
-            return;
-        };
-        let database = slot.database.swap(0, Ordering::SeqCst);
-        if database == 0 {
-            return;
-        }
-        if let Some(header) = header() {
-            header.waiting.fetch_sub(1, Ordering::SeqCst);
-        }
-        // as Registration's drop: a wake-up it did not use goes on
-        let at = slot.wake_at.swap(0, Ordering::SeqCst);
-        if at != 0 {
-            let queue = Target::Queue(slot.queue.load(Ordering::SeqCst));
-            wake(pg_sys::Oid::from(database), queue, Some(1), at);
+        let procno = usize::try_from(shared::my_procno()).ok();
+        if let Some(slot) = procno.and_then(|procno| slots().get(procno)) {
+            free(slot);
         }
     }
     // SAFETY: registers a callback that lives as long as the process; it
@@ -231,6 +217,17 @@ enum Target {
     Queue(i32),
     /// Any whose last look found jobs held back by a limit.
     Held,
+    Any,
+}
+
+impl Target {
+    fn matches(self, slot: &Slot) -> bool {
+        match self {
+            Target::Queue(queue) => slot.queue.load(Ordering::SeqCst) == queue,
+            Target::Held => slot.held.load(Ordering::SeqCst),
+            Target::Any => true,
+        }
+    }
 }
 
 /// What the current transaction made claimable, for its commit.
@@ -353,12 +350,8 @@ fn at_commit(database: pg_sys::Oid) {
                 wake(database, Target::Queue(queue), Some(jobs), at.max(1))
             }
             Note::All { queue } => wake(database, Target::Queue(queue), None, now),
-            Note::Finished { jobs: usize::MAX } => {
-                // (too many notes) every waiter of the database looks again
-                for slot in waiting_in(database) {
-                    wake_slot(slot, now);
-                }
-            }
+            // (too many notes) every waiter of the database looks again
+            Note::Finished { jobs: usize::MAX } => wake(database, Target::Any, None, now),
             Note::Finished { jobs } => wake(database, Target::Held, Some(jobs), now),
         }
     }
@@ -378,17 +371,13 @@ fn waiting_in(database: pg_sys::Oid) -> impl Iterator<Item = (usize, &'static Sl
 /// for a later time.
 fn wake(database: pg_sys::Oid, target: Target, count: Option<usize>, at: i64) {
     let mut left = count.unwrap_or(usize::MAX);
-    let chosen = |s: &Slot| match target {
-        Target::Queue(queue) => s.queue.load(Ordering::SeqCst) == queue,
-        Target::Held => s.held.load(Ordering::SeqCst),
-    };
     let passes: &[bool] = if count.is_some() {
         &[true, false]
     } else {
         &[false]
     };
     for &free_only in passes {
-        for slot in waiting_in(database).filter(|(_, s)| chosen(s)) {
+        for slot in waiting_in(database).filter(|(_, s)| target.matches(s)) {
             if left == 0 {
                 return;
             }
@@ -417,13 +406,9 @@ fn claim_wake(slot: &Slot, at: i64, free_only: bool, database: u32, target: Targ
         return false;
     }
     // it may have left between the look at its database and the exchange:
-    // then take the wake-up back, for another waiter (its Drop clears
+    // then take the wake-up back, for another waiter (`free` clears
     // wake_at after it marks the slot free, and hands on what it finds)
-    let stayed = slot.database.load(Ordering::SeqCst) == database
-        && match target {
-            Target::Queue(queue) => slot.queue.load(Ordering::SeqCst) == queue,
-            Target::Held => true,
-        };
+    let stayed = slot.database.load(Ordering::SeqCst) == database && target.matches(slot);
     if !stayed {
         let _ = slot
             .wake_at
@@ -431,14 +416,4 @@ fn claim_wake(slot: &Slot, at: i64, free_only: bool, database: u32, target: Targ
         return false;
     }
     true
-}
-
-/// Asks the waiter in `slot` to look now.
-fn wake_slot((procno, slot): (usize, &Slot), now: i64) {
-    let _ = slot
-        .wake_at
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |was| {
-            (was == 0 || was > now).then_some(now)
-        });
-    shared::set_latch(procno as i32);
 }
