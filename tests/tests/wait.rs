@@ -423,3 +423,71 @@ fn a_herd_of_two_hundred_waiters_and_one_job_all_return_and_one_claims_it() {
     println!("{woken} of 200 waiters returned ready for 1 job");
     assert_eq!(woken, 1, "one waiter woken for one job");
 }
+
+/// A DBA's routine while consumers wait (they hold no lock and no
+/// snapshot, so nothing waits for them): REINDEX CONCURRENTLY and VACUUM
+/// FULL of the jobs' tables and a pg_dump end within a lock_timeout, and
+/// the waiters are still woken after.
+#[test]
+fn reindex_vacuum_full_and_pg_dump_do_not_wait_for_waiting_consumers() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin.batch_execute("SELECT queue_create('w')").unwrap();
+    let waiters: Vec<_> = (0..3).map(|_| waiter(&cluster, "w", LONG)).collect();
+    until_waiting(&mut admin, 3);
+    admin.batch_execute("SET lock_timeout = '20s'").unwrap();
+    for statement in [
+        "REINDEX TABLE CONCURRENTLY queue_live_0",
+        "REINDEX TABLE CONCURRENTLY queue_live_1",
+        "VACUUM FULL queue_live_0",
+        "VACUUM FULL queue_live_1",
+    ] {
+        // (each alone: REINDEX CONCURRENTLY refuses a transaction block)
+        admin.batch_execute(statement).unwrap();
+    }
+    let dump = cluster.socket_dir().join("while-waiting.dump");
+    cluster.run_client(
+        "pg_dump",
+        &["-Fc", "-f", dump.to_str().unwrap(), queue_client_tests::DB],
+    );
+    assert_eq!(waiting(&mut admin), 3, "the waiters still wait");
+    admin
+        .batch_execute("SELECT queue_enqueue_batch('w', ARRAY['{}', '{}', '{}']::jsonb[])")
+        .unwrap();
+    for rx in waiters {
+        assert!(ready(rx));
+    }
+}
+
+/// Consumers waiting in more tenant databases than there are worker slots
+/// (the default 4): waiters need no worker, and each database's commit
+/// wakes its own.
+#[test]
+fn waiters_in_more_tenant_databases_than_worker_slots_are_each_woken() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect_to("postgres");
+    let tenants: Vec<String> = (1..=6).map(|n| format!("tenant{n}")).collect();
+    let mut waits = Vec::new();
+    for tenant in &tenants {
+        cluster.create_database(
+            tenant,
+            "CREATE EXTENSION queue; SELECT queue_create('jobs');",
+        );
+        let (tx, rx) = mpsc::channel();
+        let mut client = cluster.connect_to(tenant);
+        thread::spawn(move || {
+            let _ = tx.send(wait(&mut client, "jobs", LONG));
+        });
+        waits.push(rx);
+    }
+    until_waiting(&mut admin, 6);
+    for tenant in &tenants {
+        cluster
+            .connect_to(tenant)
+            .batch_execute("SELECT queue_enqueue('jobs', '{}')")
+            .unwrap();
+    }
+    for rx in waits {
+        assert!(ready(rx));
+    }
+}
