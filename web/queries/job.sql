@@ -1,0 +1,9 @@
+-- One job, whatever its status (queue_job is open to every role).
+SELECT id, queue, status, jsonb_pretty(payload) AS payload, jsonb_pretty(headers) AS headers,
+       priority, attempts, max_attempts,
+       date_trunc('second', run_at)::text AS run_at,
+       date_trunc('second', enqueued_at)::text AS enqueued_at,
+       date_trunc('second', finished_at)::text AS finished_at,
+       date_trunc('second', lease_expires_at)::text AS lease_expires_at,
+       last_error, worker, dedup_key, group_key
+  FROM queue_job($1)

@@ -1,0 +1,73 @@
+//! The command line.
+
+use std::time::Duration;
+
+pub const USAGE: &str = "\
+usage: queue-web --database-url URL [--listen ADDR] [--token TOKEN] [--read-only]
+                 [--statement-timeout MS] [--sample-interval SECONDS]
+
+  --database-url URL        a database of the cluster (postgres://user@host/db or
+                            key=value); every database where the extension is
+                            installed is found from it. Env: QUEUE_WEB_DATABASE_URL
+  --listen ADDR             default 127.0.0.1:8080
+  --token TOKEN             required by every request when set. Env: QUEUE_WEB_TOKEN
+  --read-only               no actions: hidden, and POSTs refused
+  --statement-timeout MS    each statement's statement_timeout, default 5000
+  --sample-interval SECONDS how often the counters are sampled for the charts, default 10
+";
+
+pub struct Args {
+    pub database_url: String,
+    pub listen: String,
+    pub token: Option<String>,
+    pub read_only: bool,
+    pub statement_timeout: Duration,
+    pub sample_interval: Duration,
+}
+
+impl Args {
+    pub fn parse(mut words: impl Iterator<Item = String>) -> Result<Args, String> {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let mut args = Args {
+            database_url: env("QUEUE_WEB_DATABASE_URL").unwrap_or_default(),
+            listen: "127.0.0.1:8080".into(),
+            token: env("QUEUE_WEB_TOKEN"),
+            read_only: false,
+            statement_timeout: Duration::from_millis(5000),
+            sample_interval: Duration::from_secs(10),
+        };
+        while let Some(word) = words.next() {
+            let mut value = |name: &str| {
+                words
+                    .next()
+                    .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
+            };
+            let number = |name: &str, text: String| {
+                text.parse::<u64>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("{name}: a positive whole number, not {text:?}"))
+            };
+            match word.as_str() {
+                "--database-url" => args.database_url = value(&word)?,
+                "--listen" => args.listen = value(&word)?,
+                "--token" => args.token = Some(value(&word)?).filter(|t| !t.is_empty()),
+                "--read-only" => args.read_only = true,
+                "--statement-timeout" => {
+                    let ms = number(&word, value(&word)?)?;
+                    args.statement_timeout = Duration::from_millis(ms);
+                }
+                "--sample-interval" => {
+                    let secs = number(&word, value(&word)?)?;
+                    args.sample_interval = Duration::from_secs(secs);
+                }
+                "-h" | "--help" => return Err(USAGE.into()),
+                other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+            }
+        }
+        if args.database_url.is_empty() {
+            return Err(format!("--database-url is required\n{USAGE}"));
+        }
+        Ok(args)
+    }
+}

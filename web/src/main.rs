@@ -1,0 +1,63 @@
+//! queue-web: a dashboard for the `queue` extension. It speaks only the SQL
+//! API, like any other client (docs/dashboard.md).
+
+mod args;
+mod chart;
+mod databases;
+mod failure;
+mod masking;
+mod pages;
+mod render;
+mod routes;
+mod samples;
+mod security;
+mod state;
+mod stats;
+
+use std::sync::Arc;
+
+#[tokio::main]
+async fn main() {
+    let args = match args::Args::parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(message) => {
+            eprintln!("{message}");
+            std::process::exit(2);
+        }
+    };
+    let app = match state::App::new(&args) {
+        Ok(app) => Arc::new(app),
+        Err(message) => {
+            eprintln!("queue-web: {message}");
+            std::process::exit(2);
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(&args.listen).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("queue-web: cannot listen on {}: {e}", args.listen);
+            std::process::exit(1);
+        }
+    };
+    let address = listener
+        .local_addr()
+        .expect("a bound socket has an address");
+    // The tests and `make demo` read this line to find the port.
+    println!(
+        "queue-web listening on http://{address}/ (database {})",
+        app.shown_url
+    );
+    tokio::spawn(samples::run(app.clone()));
+    let shutdown = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM can be caught");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {},
+            _ = term.recv() => {},
+        }
+    };
+    axum::serve(listener, routes::router(app))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .expect("the server runs");
+}

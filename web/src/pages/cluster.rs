@@ -1,0 +1,124 @@
+//! The cluster page: every database with the extension, its queues' counts,
+//! and the background workers.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::Response;
+use minijinja::context;
+use serde::Serialize;
+
+use crate::failure::Failure;
+use crate::render::{page, segment};
+use crate::state::App;
+use crate::stats::{self, age, QueueRow};
+
+const WORKERS: &str = include_str!("../../queries/workers.sql");
+
+#[derive(Serialize)]
+struct Database {
+    name: String,
+    link: String,
+    queues: Vec<Queue>,
+    /// The database's refusal, when it would not show its queues.
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Queue {
+    #[serde(flatten)]
+    row: QueueRow,
+    link: String,
+    oldest_due: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Worker {
+    pid: Option<i32>,
+    database: Option<String>,
+    state: Option<String>,
+    started_at: Option<String>,
+    last_active_at: Option<String>,
+    jobs_delivered: Option<i64>,
+    jobs_failed: Option<i64>,
+    last_error: Option<String>,
+}
+
+async fn database(app: &App, name: String) -> Database {
+    let read = async {
+        let client = app.databases.client(&name).await?;
+        stats::fetch(&client).await
+    };
+    let link = format!("/db/{}", segment(&name));
+    match read.await {
+        Ok(rows) => {
+            app.samples.record(&name, &rows);
+            let queues = rows
+                .into_iter()
+                .map(|row| Queue {
+                    link: format!("{link}/queue/{}", segment(&row.queue)),
+                    oldest_due: row.oldest_due_secs.map(age),
+                    row,
+                })
+                .collect();
+            Database {
+                name,
+                link,
+                queues,
+                error: None,
+            }
+        }
+        Err(e) => Database {
+            name,
+            link,
+            queues: Vec::new(),
+            error: Some(e.summary()),
+        },
+    }
+}
+
+async fn workers(app: &App, database: &str) -> Result<Vec<Worker>, Failure> {
+    let client = app.databases.client(database).await?;
+    let rows = client.query(WORKERS, &[]).await?;
+    Ok(rows
+        .iter()
+        .map(|row| Worker {
+            pid: row.get("pid"),
+            database: row.get("database"),
+            state: row.get("state"),
+            started_at: row.get("started_at"),
+            last_active_at: row.get("last_active_at"),
+            jobs_delivered: row.get("jobs_delivered"),
+            jobs_failed: row.get("jobs_failed"),
+            last_error: row.get("last_error"),
+        })
+        .collect())
+}
+
+pub async fn show(State(app): State<Arc<App>>) -> Result<Response, Failure> {
+    let names = app.databases.served().await?;
+    // every database at once, each on a connection of its own pool
+    let reads = names.iter().map(|name| database(&app, name.clone()));
+    let databases = futures_util::future::join_all(reads).await;
+    // (queue_workers reads shared memory: any database shows them all)
+    let (workers, workers_error) = match names.first() {
+        Some(first) => match workers(&app, first).await {
+            Ok(workers) => (workers, None),
+            Err(e) => (Vec::new(), Some(e.summary())),
+        },
+        None => (Vec::new(), None),
+    };
+    let waiting = workers.iter().filter(|w| w.pid.is_none()).count();
+    Ok(page(
+        "cluster.html",
+        context! {
+            title => "Cluster",
+            databases,
+            workers,
+            workers_error,
+            waiting,
+            shown_url => app.shown_url,
+            read_only => app.read_only,
+        },
+    ))
+}

@@ -1,0 +1,37 @@
+//! One module per thing a user looks at, with the actions beside it.
+
+pub mod actions;
+pub mod cluster;
+pub mod jobs;
+pub mod queue;
+
+use serde::Deserialize;
+
+/// What an action's redirect says happened (a fixed text per word, so a
+/// crafted link cannot put words on the page).
+#[derive(Deserialize, Default)]
+pub struct Note {
+    pub done: Option<String>,
+    pub n: Option<i64>,
+}
+
+impl Note {
+    pub fn text(&self) -> Option<String> {
+        let n = self.n.unwrap_or(0);
+        let text = match self.done.as_deref()? {
+            "retried" => "Retried: the job is pending again.".to_string(),
+            "not-retried" => "Not retried: only a failed or cancelled job can be (or another unfinished job holds its dedup key).".to_string(),
+            "cancelled" => "Cancelled.".to_string(),
+            "not-cancelled" => "Not cancelled: only a pending or processing job can be.".to_string(),
+            "purged" => format!("Purged {n} jobs."),
+            "paused" => "Paused: nothing is claimed or delivered until it is resumed.".to_string(),
+            "resumed" => "Resumed.".to_string(),
+            "ran" => format!("The schedule enqueued job {n}."),
+            _ => return None,
+        };
+        Some(text)
+    }
+}
+
+/// The status words of queue_jobs.
+pub const STATUSES: [&str; 5] = ["pending", "processing", "succeeded", "failed", "cancelled"];

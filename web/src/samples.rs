@@ -1,0 +1,101 @@
+//! The counters sampled over time, in this process's memory only (no table
+//! in any database): enqueued, succeeded and failed totals and the backlog
+//! of each queue, from which the charts draw rates per minute.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::state::App;
+use crate::stats::{self, QueueRow};
+
+/// Samples kept per queue: an hour at the default interval of 10 s.
+const KEPT: usize = 360;
+
+#[derive(Clone, Copy)]
+pub struct Sample {
+    /// Unix time in seconds.
+    pub at: f64,
+    pub enqueued: i64,
+    pub succeeded: i64,
+    pub failed: i64,
+    /// Jobs waiting: pending (due) and scheduled (due later).
+    pub backlog: i64,
+}
+
+pub struct Samples {
+    pub interval: Duration,
+    series: Mutex<HashMap<(String, String), VecDeque<Sample>>>,
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+impl Samples {
+    pub fn new(interval: Duration) -> Samples {
+        Samples {
+            interval,
+            series: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Keeps a reading of `database`'s queues; a page's reading counts too,
+    /// unless the last sample is younger than half the interval.
+    pub fn record(&self, database: &str, rows: &[QueueRow]) {
+        let at = now();
+        let mut series = self.series.lock().unwrap();
+        for row in rows {
+            let kept = series
+                .entry((database.to_string(), row.queue.clone()))
+                .or_default();
+            if kept
+                .back()
+                .is_some_and(|last| at - last.at < self.interval.as_secs_f64() / 2.0)
+            {
+                continue;
+            }
+            if kept.len() == KEPT {
+                kept.pop_front();
+            }
+            kept.push_back(Sample {
+                at,
+                enqueued: row.enqueued_total,
+                succeeded: row.succeeded_total,
+                failed: row.failed_total,
+                backlog: row.pending + row.scheduled,
+            });
+        }
+    }
+
+    pub fn of(&self, database: &str, queue: &str) -> Vec<Sample> {
+        let series = self.series.lock().unwrap();
+        series
+            .get(&(database.to_string(), queue.to_string()))
+            .map(|kept| kept.iter().copied().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Samples every served database at each interval, one database after the
+/// other (the sampler never needs more than one connection at a time).
+pub async fn run(app: Arc<App>) {
+    let mut ticks = tokio::time::interval(app.samples.interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Ok(databases) = app.databases.served().await else {
+            continue;
+        };
+        for database in databases {
+            if let Ok(client) = app.databases.client(&database).await {
+                if let Ok(rows) = stats::fetch(&client).await {
+                    app.samples.record(&database, &rows);
+                }
+            }
+        }
+    }
+}

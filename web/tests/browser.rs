@@ -1,0 +1,184 @@
+//! The main path in a real browser, headless Chromium (Debian's package):
+//! the cluster page, a queue, its dead letter, retry it, see it pending.
+//! Screenshots of each step are kept in target/queue-web-screenshots/.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::{cluster, url, Web, DB};
+use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
+use headless_chrome::{Browser, LaunchOptions, Tab};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+fn screenshots() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let dir = target.join("queue-web-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn screenshot(tab: &Tab, name: &str) {
+    eprintln!("screenshot {name} at {}", tab.get_url());
+    let png = tab
+        .capture_screenshot(CaptureScreenshotFormatOption::Png, None, None, true)
+        .unwrap();
+    std::fs::write(screenshots().join(name), png).unwrap();
+}
+
+fn text_of(tab: &Tab, selector: &str) -> String {
+    tab.wait_for_element(selector)
+        .unwrap()
+        .get_inner_text()
+        .unwrap()
+}
+
+/// Clicks the element, and waits until the tab is at a URL containing
+/// `next` (a page's elements are then found as they appear).
+fn click(tab: &Tab, selector: &str, next: &str) {
+    let before = tab.get_url();
+    let element = tab.wait_for_element(selector).unwrap();
+    if let Err(e) = element.click() {
+        eprintln!("click {selector}: {e} at {} ({before})", tab.get_url());
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let url = tab.get_url();
+        if url != before && url.contains(next) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{selector} led to {url}, not {next}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn retry_a_dead_letter_in_a_browser() {
+    assert!(
+        std::path::Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is missing: make setup installs Debian's chromium"
+    );
+    let cluster = cluster(&[]);
+    let mut db = cluster.connect();
+    // (each statement in a transaction of its own, as producers and consumers run)
+    for statement in [
+        "SELECT queue_create('emails', max_attempts => 1)",
+        "SELECT queue_create('reports')",
+        "SELECT queue_enqueue('emails', jsonb_build_object('to', 'user' || i || '@example.com'))
+           FROM generate_series(1, 40) i",
+        "SELECT queue_enqueue('emails', '{\"to\": \"<script>document.title=1</script>\"}',
+                              headers => '{\"trace\": \"abc-123\"}', priority => 10)",
+        "SELECT queue_fail(c.id, c.lease, 'SMTP 550: <mailbox unavailable>')
+           FROM queue_claim('emails', 'mailer-1', 3) c",
+        "SELECT queue_enqueue('reports', '{}', delay => '1 hour')",
+    ] {
+        db.batch_execute(statement).unwrap();
+    }
+    let mut other = cluster.connect_to("tenant2");
+    other
+        .batch_execute(
+            "SELECT queue_create('invoices'); SELECT queue_enqueue('invoices', '{}') FROM generate_series(1, 7);",
+        )
+        .unwrap();
+    let web = Web::start(&url(&cluster, "postgres", DB), &["--sample-interval", "1"]);
+
+    let profile = std::env::temp_dir().join(format!("queue-web-chromium-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&profile);
+    let args = [
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ];
+    let browser = Browser::new(
+        LaunchOptions::default_builder()
+            .path(Some(PathBuf::from(CHROMIUM)))
+            .headless(true)
+            .sandbox(false)
+            .user_data_dir(Some(profile.clone()))
+            .window_size(Some((1280, 900)))
+            .args(args.iter().map(OsStr::new).collect())
+            .idle_browser_timeout(Duration::from_secs(120))
+            .build()
+            .unwrap(),
+    )
+    .expect("Chromium starts");
+    let tab = browser.new_tab().unwrap();
+    tab.set_default_timeout(Duration::from_secs(30));
+
+    // the cluster page: both databases and their queues
+    tab.navigate_to(&format!("{}/", web.base)).unwrap();
+    tab.wait_until_navigated().unwrap();
+    let body = text_of(&tab, "main");
+    assert!(
+        body.contains("2 databases with the queue extension"),
+        "{body}"
+    );
+    assert!(
+        body.contains("invoices") && body.contains("emails"),
+        "{body}"
+    );
+    // (a second reading a moment later gives the queue page's chart two samples)
+    std::thread::sleep(Duration::from_millis(1500));
+    tab.navigate_to(&format!("{}/", web.base)).unwrap();
+    tab.wait_until_navigated().unwrap();
+    screenshot(&tab, "1-cluster.png");
+
+    // a queue
+    click(
+        &tab,
+        "a[href='/db/queue_test/queue/emails']",
+        "/queue/emails",
+    );
+    assert!(text_of(&tab, "h1").contains("Queue emails"));
+    screenshot(&tab, "2-queue.png");
+
+    // its dead letters, then one of them: payload, headers and error as text
+    click(&tab, "a.bad", "status=failed");
+    assert!(text_of(&tab, "h1").contains("Jobs of emails: failed"));
+    click(&tab, "table a[href^='/db/queue_test/job/']", "/job/");
+    assert_eq!(text_of(&tab, "#status"), "failed");
+    assert_eq!(
+        text_of(&tab, "#last-error"),
+        "SMTP 550: <mailbox unavailable>"
+    );
+    assert!(text_of(&tab, "#headers").contains("abc-123"));
+    screenshot(&tab, "3-dead-letter.png");
+    let title = tab.get_title().unwrap();
+    assert!(title.contains("queue-web"), "no script ran: {title}");
+
+    // retry it: pending
+    click(&tab, "#retry", "done=retried");
+    assert!(text_of(&tab, "#note").contains("Retried"));
+    assert_eq!(text_of(&tab, "#status"), "pending");
+    screenshot(&tab, "4-retried.png");
+
+    let id: i64 = tab
+        .get_url()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .split('?')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let status: String = db
+        .query_one("SELECT status FROM queue_job($1)", &[&id])
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "pending");
+    drop(tab);
+    drop(browser);
+    let _ = std::fs::remove_dir_all(&profile);
+}
