@@ -17,7 +17,7 @@ TEST_PGDATA ?= /tmp/queue-test-pgdata-$(PGVER)
 # 0.2.0's is beside it)
 OLD_LIBDIR := $(CURDIR)/target/old-release/0.1.0/lib
 
-.PHONY: setup install install-debug test test-version unit regress client old-release \
+.PHONY: setup install install-debug test test-version unit regress client web old-release \
         pg-upgrade demo clean
 
 ## setup: system packages, PostgreSQL 18 built from source, cargo-pgrx and its init (each skipped when done)
@@ -44,7 +44,7 @@ pg-config-of:
 	@case "$(V)" in 15) echo $(PG15_CONFIG) ;; 18) echo $(PG18_CONFIG) ;; \
 	    *) echo "PG_VERSIONS: 15 and 18 are supported, not $(V)" >&2; exit 1 ;; esac
 
-test-version: unit regress client
+test-version: unit regress client web
 
 unit: setup
 	@if [ "$$(id -u)" -eq 0 ]; then install -d -o postgres -g postgres $(TEST_PGDATA); fi
@@ -59,6 +59,12 @@ client: install-debug
 	QUEUE_OLD_LIBDIR=$(OLD_LIBDIR) cargo test -p queue-client-tests -- --test-threads=1 \
 	    --skip pg_upgrade_from_15_to_18 $(if $(filter 15,$(PGVER)),,--skip an_update_from_0_)
 
+# The dashboard's server tests and its headless Chromium test (web/tests),
+# on clusters of the client tests' harness; screenshots in
+# target/queue-web-screenshots/.
+web: install-debug
+	cargo test -p queue-web -- --test-threads=1
+
 ## old-release: the released 0.1.0 and 0.2.0 built from their commits (for the upgrade tests; once)
 old-release: setup
 	PG_CONFIG=$(PG15_CONFIG) scripts/old-release.sh
@@ -70,8 +76,9 @@ pg-upgrade: setup
 	QUEUE_PG15_CONFIG=$(PG15_CONFIG) QUEUE_PG18_CONFIG=$(PG18_CONFIG) \
 	    cargo test -p queue-client-tests --test pg_upgrade -- --test-threads=1
 
-## demo: install, start a throwaway cluster, show a queue at work, stop it
+## demo: install, start a throwaway cluster, show a queue at work and the dashboard (queue-web) beside it for a few seconds, stop it
 demo: install
+	cargo build -p queue-web
 	scripts/demo.sh
 
 clean:
@@ -120,6 +127,12 @@ bench-tenants-smoke: install
 	BENCH_TENANTS=6 BENCH_STEADY_SECS=5 BENCH_SMOKE=1 BENCH_DOC= BENCH_SCHEDULE_PERIOD=2 \
 	    BENCH_SCHEDULE_TICKS=3 \
 	    BENCH_DIR=/tmp/qbench/tenants-smoke BENCH_PORT=54461 bench/tenants.sh
+
+## bench-web: queue-web's cluster page for 60 tenant databases of 100,000 jobs each: median and slowest of 20 loads (about 5 min; the figures go into BENCHMARKS.md by hand)
+.PHONY: bench-web
+bench-web: install
+	cargo build --release -p queue-web
+	web/bench/cluster-page.sh
 
 ## test-ha: automatic failover with Patroni: 3 nodes (Raft DCS, synchronous mode), the leader killed under load; nothing acknowledged lost, no effect repeated, the old leader rejoins as a replica (about a minute)
 .PHONY: test-ha

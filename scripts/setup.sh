@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing the extension needs on Debian 12, once:
 # PostgreSQL 15 with its server headers, clang for bindgen, sudo for
-# `cargo pgrx test --runas`, PostgreSQL 18 built from source in
+# `cargo pgrx test --runas`, Chromium for the dashboard's browser test, PostgreSQL 18 built from source in
 # /usr/local/pgsql-18 (scripts/pg18.sh: Debian 12 has no 18), and cargo-pgrx
 # 0.18.1 initialised for both, and the clients that the README's snippets are
 # tested with (psycopg 3, node-postgres). Each step is skipped when already
@@ -29,7 +29,10 @@ fi
 
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
-packages=(postgresql-15 postgresql-server-dev-15 libclang-dev clang pkg-config build-essential sudo)
+# (chromium: the headless browser of the dashboard's test, web/tests/browser.rs;
+# curl: make bench-web's page loads)
+packages=(postgresql-15 postgresql-server-dev-15 libclang-dev clang pkg-config build-essential sudo
+          chromium curl)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

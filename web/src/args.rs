@@ -13,7 +13,8 @@ usage: queue-web --database-url URL [--listen ADDR] [--token TOKEN] [--read-only
   --token TOKEN             required by every request when set. Env: QUEUE_WEB_TOKEN
   --read-only               no actions: hidden, and POSTs refused
   --statement-timeout MS    each statement's statement_timeout, default 5000
-  --sample-interval SECONDS how often the counters are sampled for the charts, default 10
+  --sample-interval SECONDS how often each database's queue_stats is read, for the
+                            charts and the cluster page, default 10
 ";
 
 pub struct Args {

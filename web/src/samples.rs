@@ -26,6 +26,9 @@ pub struct Sample {
 pub struct Samples {
     pub interval: Duration,
     series: Mutex<HashMap<(String, String), VecDeque<Sample>>>,
+    /// Each database's latest reading, and when it was taken, for the
+    /// cluster page.
+    latest: Mutex<HashMap<String, (f64, Vec<QueueRow>)>>,
 }
 
 fn now() -> f64 {
@@ -40,13 +43,27 @@ impl Samples {
         Samples {
             interval,
             series: Mutex::new(HashMap::new()),
+            latest: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// `database`'s latest reading and its age in seconds, if it is younger
+    /// than two intervals (so the sampler keeps it fresh).
+    pub fn latest(&self, database: &str) -> Option<(f64, Vec<QueueRow>)> {
+        let latest = self.latest.lock().unwrap();
+        let (at, rows) = latest.get(database)?;
+        let age = now() - at;
+        (age < 2.0 * self.interval.as_secs_f64()).then(|| (age, rows.clone()))
     }
 
     /// Keeps a reading of `database`'s queues; a page's reading counts too,
     /// unless the last sample is younger than half the interval.
     pub fn record(&self, database: &str, rows: &[QueueRow]) {
         let at = now();
+        self.latest
+            .lock()
+            .unwrap()
+            .insert(database.to_string(), (at, rows.to_vec()));
         let mut series = self.series.lock().unwrap();
         for row in rows {
             let kept = series

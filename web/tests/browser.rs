@@ -24,7 +24,7 @@ fn screenshots() -> PathBuf {
 }
 
 fn screenshot(tab: &Tab, name: &str) {
-    eprintln!("screenshot {name} at {}", tab.get_url());
+    eprintln!("screenshot of {} kept as {name}", tab.get_url());
     let png = tab
         .capture_screenshot(CaptureScreenshotFormatOption::Png, None, None, true)
         .unwrap();
@@ -43,9 +43,9 @@ fn text_of(tab: &Tab, selector: &str) -> String {
 fn click(tab: &Tab, selector: &str, next: &str) {
     let before = tab.get_url();
     let element = tab.wait_for_element(selector).unwrap();
-    if let Err(e) = element.click() {
-        eprintln!("click {selector}: {e} at {} ({before})", tab.get_url());
-    }
+    element
+        .click()
+        .unwrap_or_else(|e| panic!("click on {selector} at {before}: {e}"));
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let url = tab.get_url();
@@ -75,7 +75,8 @@ fn retry_a_dead_letter_in_a_browser() {
         "SELECT queue_enqueue('emails', jsonb_build_object('to', 'user' || i || '@example.com'))
            FROM generate_series(1, 40) i",
         "SELECT queue_enqueue('emails', '{\"to\": \"<script>document.title=1</script>\"}',
-                              headers => '{\"trace\": \"abc-123\"}', priority => 10)",
+                              headers => '{\"trace\": \"abc-123\"}', priority => 10,
+                              dedup_key => 'the-dead-letter')",
         "SELECT queue_fail(c.id, c.lease, 'SMTP 550: <mailbox unavailable>')
            FROM queue_claim('emails', 'mailer-1', 3) c",
         "SELECT queue_enqueue('reports', '{}', delay => '1 hour')",
@@ -134,6 +135,31 @@ fn retry_a_dead_letter_in_a_browser() {
     tab.wait_until_navigated().unwrap();
     screenshot(&tab, "1-cluster.png");
 
+    // some minutes' worth of work in a few seconds, for the charts to draw
+    for round in 0..8 {
+        let enqueue = format!(
+            "SELECT queue_enqueue_batch('emails', array_fill('{{}}'::jsonb, ARRAY[{}]))",
+            10 + (round % 4) * 15
+        );
+        db.batch_execute(&enqueue).unwrap();
+        db.batch_execute(
+            "SELECT queue_complete(c.id, c.lease) FROM queue_claim('emails', 'w', 25) c",
+        )
+        .unwrap();
+        db.batch_execute(
+            "SELECT queue_fail(c.id, c.lease, 'timeout') FROM queue_claim('emails', 'w', 2) c",
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    let dead: i64 = db
+        .query_one(
+            "SELECT id FROM queue_jobs WHERE dedup_key = 'the-dead-letter'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+
     // a queue
     click(
         &tab,
@@ -146,7 +172,8 @@ fn retry_a_dead_letter_in_a_browser() {
     // its dead letters, then one of them: payload, headers and error as text
     click(&tab, "a.bad", "status=failed");
     assert!(text_of(&tab, "h1").contains("Jobs of emails: failed"));
-    click(&tab, "table a[href^='/db/queue_test/job/']", "/job/");
+    let link = format!("table a[href='/db/queue_test/job/{dead}']");
+    click(&tab, &link, "/job/");
     assert_eq!(text_of(&tab, "#status"), "failed");
     assert_eq!(
         text_of(&tab, "#last-error"),

@@ -72,6 +72,13 @@ fn every_page_shows_what_the_views_hold() {
     assert!(text.contains("tenant2_queue") && text.contains("/db/queue_test/queue/emails"));
     assert!(!text.contains("id=\"db-plain\""));
     assert!(text.contains("Background workers"));
+    // (the page shows the sampler's counts; ?fresh=1 reads every database now)
+    db.batch_execute("SELECT queue_create('late_queue')")
+        .unwrap();
+    assert!(s
+        .get("/?fresh=1")
+        .text()
+        .contains("/db/queue_test/queue/late_queue"));
 
     // a queue: options, counts, charts
     let page = s.get("/db/queue_test/queue/emails");

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::response::Response;
 use minijinja::context;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::failure::Failure;
 use crate::render::{page, segment};
@@ -22,6 +22,8 @@ struct Database {
     queues: Vec<Queue>,
     /// The database's refusal, when it would not show its queues.
     error: Option<String>,
+    /// How old the counts are, when they are the sampler's reading.
+    read_ago: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -44,15 +46,29 @@ struct Worker {
     last_error: Option<String>,
 }
 
-async fn database(app: &App, name: String) -> Database {
+/// A database's queues: the sampler's latest reading (at most two sample
+/// intervals old), unless `fresh` or there is none, then read now. Counting
+/// the unfinished jobs is queue_stats' cost, which grows with the backlog,
+/// so the page does not pay it for every database at every load.
+async fn database(app: &App, name: String, fresh: bool) -> Database {
+    let cached = if fresh {
+        None
+    } else {
+        app.samples.latest(&name)
+    };
+    let read_ago = cached.as_ref().map(|(age, _)| age_text(*age));
     let read = async {
+        if let Some((_, rows)) = cached {
+            return Ok::<_, Failure>(rows);
+        }
         let client = app.databases.client(&name).await?;
-        stats::fetch(&client).await
+        let rows = stats::fetch(&client).await?;
+        app.samples.record(&name, &rows);
+        Ok(rows)
     };
     let link = format!("/db/{}", segment(&name));
     match read.await {
         Ok(rows) => {
-            app.samples.record(&name, &rows);
             let queues = rows
                 .into_iter()
                 .map(|row| Queue {
@@ -66,6 +82,7 @@ async fn database(app: &App, name: String) -> Database {
                 link,
                 queues,
                 error: None,
+                read_ago,
             }
         }
         Err(e) => Database {
@@ -73,8 +90,22 @@ async fn database(app: &App, name: String) -> Database {
             link,
             queues: Vec::new(),
             error: Some(e.summary()),
+            read_ago: None,
         },
     }
+}
+
+fn age_text(secs: f64) -> String {
+    if secs < 1.0 {
+        "just now".into()
+    } else {
+        format!("{} ago", age(secs))
+    }
+}
+
+#[derive(Deserialize)]
+pub struct Fresh {
+    fresh: Option<String>,
 }
 
 async fn workers(app: &App, database: &str) -> Result<Vec<Worker>, Failure> {
@@ -95,10 +126,14 @@ async fn workers(app: &App, database: &str) -> Result<Vec<Worker>, Failure> {
         .collect())
 }
 
-pub async fn show(State(app): State<Arc<App>>) -> Result<Response, Failure> {
+pub async fn show(
+    State(app): State<Arc<App>>,
+    Query(fresh): Query<Fresh>,
+) -> Result<Response, Failure> {
+    let fresh = fresh.fresh.is_some();
     let names = app.databases.served().await?;
     // every database at once, each on a connection of its own pool
-    let reads = names.iter().map(|name| database(&app, name.clone()));
+    let reads = names.iter().map(|name| database(&app, name.clone(), fresh));
     let databases = futures_util::future::join_all(reads).await;
     // (queue_workers reads shared memory: any database shows them all)
     let (workers, workers_error) = match names.first() {
@@ -117,6 +152,8 @@ pub async fn show(State(app): State<Arc<App>>) -> Result<Response, Failure> {
             workers,
             workers_error,
             waiting,
+            fresh,
+            sample_secs => app.samples.interval.as_secs(),
             shown_url => app.shown_url,
             read_only => app.read_only,
         },
