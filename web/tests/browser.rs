@@ -60,6 +60,24 @@ fn click(tab: &Tab, selector: &str, next: &str) {
     }
 }
 
+/// A fresh Chromium profile directory, removed afterwards, also when the
+/// test fails.
+struct Profile(PathBuf);
+
+impl Profile {
+    fn new() -> Profile {
+        let dir = std::env::temp_dir().join(format!("queue-web-chromium-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        Profile(dir)
+    }
+}
+
+impl Drop for Profile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[test]
 fn retry_a_dead_letter_in_a_browser() {
     assert!(
@@ -91,8 +109,7 @@ fn retry_a_dead_letter_in_a_browser() {
         .unwrap();
     let web = Web::start(&url(&cluster, "postgres", DB), &["--sample-interval", "1"]);
 
-    let profile = std::env::temp_dir().join(format!("queue-web-chromium-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&profile);
+    let profile = Profile::new();
     let args = [
         "--disable-gpu",
         "--disable-quic",
@@ -106,7 +123,7 @@ fn retry_a_dead_letter_in_a_browser() {
             .path(Some(PathBuf::from(CHROMIUM)))
             .headless(true)
             .sandbox(false)
-            .user_data_dir(Some(profile.clone()))
+            .user_data_dir(Some(profile.0.clone()))
             .window_size(Some((1280, 900)))
             .args(args.iter().map(OsStr::new).collect())
             .idle_browser_timeout(Duration::from_secs(120))
@@ -205,7 +222,4 @@ fn retry_a_dead_letter_in_a_browser() {
         .unwrap()
         .get(0);
     assert_eq!(status, "pending");
-    drop(tab);
-    drop(browser);
-    let _ = std::fs::remove_dir_all(&profile);
 }

@@ -495,3 +495,41 @@ fn a_statement_that_waits_ends_at_the_statement_timeout() {
     tx.rollback().unwrap();
     assert_eq!(s.get("/db/queue_test/queue/emails").status, 200);
 }
+
+#[test]
+fn a_database_waiting_for_a_worker_slot_is_shown() {
+    // one worker slot, and two databases whose senders keep it busy
+    let cluster = cluster(&["queue.max_workers = 1"]);
+    for name in [DB, "tenant2"] {
+        cluster
+            .connect_to(name)
+            .batch_execute(
+                "CREATE FUNCTION public.slow(job jsonb) RETURNS void
+                 LANGUAGE sql AS 'SELECT pg_sleep(0.3)';
+                 SELECT queue_create('jobs');
+                 SELECT queue_register_sender('jobs', 'public.slow(jsonb)', batch_size => 1);",
+            )
+            .unwrap();
+    }
+    for name in [DB, "tenant2"] {
+        cluster
+            .connect_to(name)
+            .batch_execute("SELECT queue_enqueue_batch('jobs', array_fill('{}'::jsonb, ARRAY[40]))")
+            .unwrap();
+    }
+    let web = Web::start(&url(&cluster, "postgres", DB), &[]);
+    let mut s = web.session();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let text = s.get("/").text();
+        if text.contains("1 database waiting for a slot") {
+            assert!(text.contains("waiting for slot"));
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no database shown waiting for a slot: {text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
