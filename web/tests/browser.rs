@@ -74,7 +74,14 @@ impl Profile {
 
 impl Drop for Profile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        // (Chromium's helper processes may still write into it as they end)
+        for _ in 0..10 {
+            let _ = std::fs::remove_dir_all(&self.0);
+            std::thread::sleep(Duration::from_millis(200));
+            if !self.0.exists() {
+                break;
+            }
+        }
     }
 }
 
