@@ -32,6 +32,11 @@
 #   4o the same, an ordered queue (one job of a group at a time)
 #   4l the same, max_in_flight and rate_limit set high enough never to bind
 #   5g 5n's drain from a queue whose jobs spread over 10,000 groups (peer: 5n)
+#   5w graphile-worker's drain of the same no-op jobs (bench/peers, npm, its
+#      version pinned; concurrency 10, localQueue 500, completeJobBatchDelay 0,
+#      its performance page's settings; it deletes each job done: peer of 5n)
+#   5b pg-boss's drain (batchSize 100, burstWhenBatchFull; it keeps each job,
+#      marked completed: peer of 5). Both take turns with 5 and 5n, round by round.
 #
 # Every figure is the median of BENCH_ROUNDS rounds of BENCH_SECS seconds;
 # the sides take turns round by round, so that the machine's noise falls on
@@ -47,7 +52,7 @@
 # 50,000 for item 3 and 300,000 for 4; later rounds get twice what the
 # previous one took), BENCH_DOC (BENCHMARKS.md),
 # BENCH_DIR (/tmp/qbench/bench), BENCH_PORT (54400), PGMQ_INSTALL (binary),
-# BENCH_ITEMS (the items to measure, by default all: "1 1g 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 6 6w 1x 6c"),
+# BENCH_ITEMS (the items to measure, by default all: "1 1g 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 5w 5b 6 6w 1x 6c"),
 # BENCH_WAITERS (200, for 1x and 6c), BENCH_IDLE_CPU_SECS (60, for 6c),
 # BENCH_WIDE_CLIENTS (32, for 1w).
 . "$(dirname "$0")/common.sh"
@@ -61,7 +66,7 @@ LOAD_RATE=${BENCH_LOAD_RATE:-1000}
 IDLE_RATE=${BENCH_IDLE_RATE:-50}
 FILL=${BENCH_FILL:-}
 DOC=${BENCH_DOC-BENCHMARKS.md}
-ITEMS=" ${BENCH_ITEMS:-1 1g 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 6 6w 1x 6c} "
+ITEMS=" ${BENCH_ITEMS:-1 1g 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 5w 5b 6 6w 1x 6c} "
 WAITERS=${BENCH_WAITERS:-200}
 IDLE_CPU_SECS=${BENCH_IDLE_CPU_SECS:-60}
 WIDE_CLIENTS=${BENCH_WIDE_CLIENTS:-32}
@@ -386,49 +391,82 @@ item 5p && CLIENTS=1 THREADS=1 throughput 5p 100 300000 pgmq:p_c100:c100
 # delivered: from the resume's commit until no job of the queue is left in
 # queue_live (one session looks every 10 ms, through the partial indexes, a
 # transaction per look, so that a queue that keeps nothing is timed the same
-# way as one that keeps history). drain ITEM QUEUE
-drain() {
-    local item=$1 q=$2 r err t0 t1 failed
-    if ! err=$(sql -c "SELECT queue_register_sender('$q', 'public.bench_noop(jsonb)'::regprocedure)" 2>&1); then
-        na "$item" "queue_register_sender: ${err#*ERROR:  }"; return
+# way as one that keeps history). The drains of graphile-worker (5w) and
+# pg-boss (5b) take turns with ours, round by round. drain_round ITEM QUEUE
+# ROUND (returns 1 when the item cannot be measured).
+drain_round() {
+    local item=$1 q=$2 r=$3 t0 t1 failed err rate
+    if [ "$r" -eq 1 ] &&
+        ! err=$(sql -c "SELECT queue_register_sender('$q', 'public.bench_noop(jsonb)'::regprocedure)" 2>&1); then
+        na "$item" "queue_register_sender: ${err#*ERROR:  }"; return 1
     fi
-    for r in $(seq 1 "$ROUNDS"); do
-        sql -c "SELECT queue_pause('$q')" > /dev/null
-        fill queue "$q" "$DRAIN_JOBS"
-        sql -c "VACUUM ANALYZE" > /dev/null
-        settle
-        t0=$(sql -c "SELECT queue_resume('$q')" -c "SELECT extract(epoch FROM clock_timestamp())" | tail -1)
-        # gives up after 10 minutes (a sender that fails leaves its jobs
-        # scheduled for a retry)
-        if ! t1=$(sql -c "SET statement_timeout = '10min'" -c "
-            DO \$\$
-            DECLARE q integer := (SELECT id FROM queue_queues WHERE name = '$q');
-            BEGIN
-                WHILE EXISTS (SELECT FROM queue_live WHERE queue_id = q AND state = 'ready')
-                   OR EXISTS (SELECT FROM queue_live WHERE queue_id = q AND state = 'processing')
-                   OR EXISTS (SELECT FROM queue_live WHERE queue_id = q AND state = 'scheduled')
-                LOOP
-                    -- a transaction per look: one held for the whole drain
-                    -- would hold back vacuum, and the worker would rotate
-                    -- the live partitions for it (measured: 5,000 jobs/s)
-                    COMMIT;
-                    PERFORM pg_sleep(0.01);
-                END LOOP;
-            END \$\$" -c "SELECT extract(epoch FROM clock_timestamp())" 2>&1 | tail -1); then
-            na "$item" "the worker left jobs undelivered after 10 minutes"; return
-        fi
-        failed=$(sql -c "SELECT failed_total FROM queue_stats WHERE queue = '$q'")
-        if [ "$failed" -ne 0 ]; then na "$item" "deliveries failed in the no-op sender: $failed jobs failed"; return; fi
-        local rate
-        rate=$(awk -v n="$DRAIN_JOBS" -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", n / (b - a) + 0.5 }')
-        record "$item" queue "$r" "$rate"
-        printf "  %-8s %-8s round %d: %s jobs/s\n" "$item" queue "$r" "$rate" >&2
-        sql -c "SELECT queue_purge('$q', 'succeeded')" > /dev/null
-    done
+    sql -c "SELECT queue_pause('$q')" > /dev/null
+    fill queue "$q" "$DRAIN_JOBS"
+    sql -c "VACUUM ANALYZE" > /dev/null
+    settle
+    t0=$(sql -c "SELECT queue_resume('$q')" -c "SELECT extract(epoch FROM clock_timestamp())" | tail -1)
+    # gives up after 10 minutes (a sender that fails leaves its jobs
+    # scheduled for a retry)
+    if ! t1=$(sql -c "SET statement_timeout = '10min'" -c "
+        DO \$\$
+        DECLARE q integer := (SELECT id FROM queue_queues WHERE name = '$q');
+        BEGIN
+            WHILE EXISTS (SELECT FROM queue_live WHERE queue_id = q AND state = 'ready')
+               OR EXISTS (SELECT FROM queue_live WHERE queue_id = q AND state = 'processing')
+               OR EXISTS (SELECT FROM queue_live WHERE queue_id = q AND state = 'scheduled')
+            LOOP
+                -- a transaction per look: one held for the whole drain
+                -- would hold back vacuum, and the worker would rotate
+                -- the live partitions for it (measured: 5,000 jobs/s)
+                COMMIT;
+                PERFORM pg_sleep(0.01);
+            END LOOP;
+        END \$\$" -c "SELECT extract(epoch FROM clock_timestamp())" 2>&1 | tail -1); then
+        na "$item" "the worker left jobs undelivered after 10 minutes"; return 1
+    fi
+    failed=$(sql -c "SELECT failed_total FROM queue_stats WHERE queue = '$q'")
+    if [ "$failed" -ne 0 ]; then na "$item" "deliveries failed in the no-op sender: $failed jobs failed"; return 1; fi
+    rate=$(awk -v n="$DRAIN_JOBS" -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", n / (b - a) + 0.5 }')
+    record "$item" queue "$r" "$rate"
+    printf "  %-8s %-8s round %d: %s jobs/s\n" "$item" queue "$r" "$rate" >&2
+    sql -c "SELECT queue_purge('$q', 'succeeded')" > /dev/null
 }
-item 5 && drain 5 drain
-item 5n && drain 5n drain0
-item 5g && drain 5g drain0g
+
+# peer_round ITEM SIDE SCRIPT ROUND: one drain of DRAIN_JOBS no-op jobs by
+# a Node peer (bench/peers: its versions pinned in package-lock.json), in
+# a database of its own; the script prints jobs/s.
+peer_round() {
+    local item=$1 side=$2 script=$3 r=$4 rate
+    if [ ! -d bench/peers/node_modules ] &&
+        ! npm ci --prefix bench/peers --no-audit --no-fund > "$WORK/npm.out" 2>&1; then
+        na "$item" "npm ci --prefix bench/peers: $(tail -1 "$WORK/npm.out")"; return 1
+    fi
+    DB=postgres sql -c "DROP DATABASE IF EXISTS $side" -c "CREATE DATABASE $side" > /dev/null
+    settle
+    if ! rate=$(node "bench/peers/$script" "postgresql://postgres@/$side?host=$DIR&port=$PORT" \
+        "$DRAIN_JOBS" 2>> "$OUT/bench-errors.log"); then
+        na "$item" "bench/peers/$script failed (bench/results/bench-errors.log)"; return 1
+    fi
+    record "$item" "$side" "$r" "$rate"
+    printf "  %-8s %-8s round %d: %s jobs/s\n" "$item" "$side" "$r" "$rate" >&2
+}
+
+drains=""
+for i in 5 5n 5g 5w 5b; do item "$i" && drains+=" $i"; done
+for r in $(seq 1 "$ROUNDS"); do
+    for i in $drains; do
+        ok=0
+        case $i in
+        5) drain_round 5 drain "$r" || ok=1 ;;
+        5n) drain_round 5n drain0 "$r" || ok=1 ;;
+        5g) drain_round 5g drain0g "$r" || ok=1 ;;
+        5w) peer_round 5w graphile drain-graphile-worker.mjs "$r" || ok=1 ;;
+        5b) peer_round 5b pgboss drain-pg-boss.mjs "$r" || ok=1 ;;
+        esac
+        # (an item that cannot be measured is not tried again)
+        [ "$ok" -eq 0 ] || drains=${drains/ $i/}
+    done
+done
 
 # ---------------------------------------------------------------- 6 latency
 # One round: enqueue at RATE for SECS; the sender (ours) or the consumer
@@ -610,6 +648,9 @@ row() {
         "$(cell "$4" "$5")" "$(ratio "$o" "$p")" \
         "$([ -n "$6" ] && cell "$6" ceiling || echo "–")" "$([ -n "$6" ] && ratio "$o" "$c" || echo "–")"
 }
+# the Node peers' versions (package.json pins them exactly)
+GRAPHILE_VERSION=$(sed -n 's/.*"graphile-worker": "\(.*\)".*/\1/p' bench/peers/package.json)
+PGBOSS_VERSION=$(sed -n 's/.*"pg-boss": "\(.*\)".*/\1/p' bench/peers/package.json)
 # the best pgmq consumer rate, the peer of the drain
 best_pgmq=4; [ "$(ratio "$(med 3 pgmq)" "$(med 4 pgmq)")" != "–" ] &&
     awk -v a="$(med 3 pgmq)" -v b="$(med 4 pgmq)" 'BEGIN { exit !(a > b) }' && best_pgmq=3
@@ -635,6 +676,8 @@ table() {
     row "5′ | the same drain (pgmq: one consumer connection, read(100) + delete)" "jobs/s" 5 5p pgmq 4
     row "5n | the same drain, retention 0 (nothing kept, as pgmq's delete and the ceiling; pgmq: best consumer, $best_pgmq)" "jobs/s" 5n "$best_pgmq" pgmq 4
     row "5g | 5n's drain from a queue with 10,000 groups (peer: 5n)" "jobs/s" 5g 5n queue 4
+    row "5w | 5n's drain against graphile-worker $GRAPHILE_VERSION (concurrency 10, localQueue 500, completeJobBatchDelay 0; deletes each job done)" "jobs/s" 5n 5w graphile 4
+    row "5b | 5's drain against pg-boss $PGBOSS_VERSION (batchSize 100, burstWhenBatchFull; keeps each job, completed)" "jobs/s" 5 5b pgboss ""
     row "6 | latency enqueue → sender, idle ($IDLE_RATE/s), median" "ms" 6idle-p50 6idle-p50 pgmq ""
     row "6 | latency enqueue → sender, idle, p99" "ms" 6idle-p99 6idle-p99 pgmq ""
     row "6 | latency enqueue → sender at $(fmt "$LOAD_RATE") jobs/s, median" "ms" 6load-p50 6load-p50 pgmq ""

@@ -25,6 +25,8 @@ pub struct Queue {
     pub sender: Option<String>,
     /// Groups, order and limits (docs/groups.md).
     pub limits: Limits,
+    /// Whether finished jobs go to history (a retention above 0).
+    pub keeps_history: bool,
 }
 
 /// What a claim of a queue must hold to: the options of docs/groups.md.
@@ -78,19 +80,8 @@ fn find_by(
     runner: Runner,
 ) -> Result<Option<Queue>, QueueError> {
     rules::check_name(name)?;
-    let Some(row) = runner(client, &queries::FIND_QUEUE, args![name = name]).first() else {
-        return Ok(None);
-    };
-    Ok(Some(Queue {
-        id: row.value("id"),
-        name: name.to_string(),
-        owner: row.value("owner"),
-        max_attempts: row.value("max_attempts"),
-        lease_us: micros(&row.value::<Interval>("lease")),
-        paused: row.value("paused"),
-        sender: row.get("sender"),
-        limits: Limits::of_row(&row),
-    }))
+    let row = runner(client, &queries::FIND_QUEUE, args![name = name]).first();
+    Ok(row.map(|row| Queue::of_row(&row, name.to_string())))
 }
 
 /// `require` for a caller that only reads (db::read).
@@ -107,10 +98,25 @@ pub fn require(client: &mut SpiClient<'_>, name: &str) -> Result<Queue, QueueErr
     })
 }
 
+/// This backend's one cache of queues, by name and by id.
+#[derive(Default)]
+struct Cache {
+    by_name: HashMap<String, Queue>,
+    /// The names of the queues cached, by id.
+    names: HashMap<i32, String>,
+}
+
+impl Cache {
+    fn keep(&mut self, queue: &Queue) {
+        self.names.insert(queue.id, queue.name.clone());
+        self.by_name.insert(queue.name.clone(), queue.clone());
+    }
+}
+
 thread_local! {
-    /// Queues looked up by the hot paths (enqueue, claim), kept until a
-    /// change to any queue is announced (`changed`).
-    static CACHE: RefCell<HashMap<String, Queue>> = RefCell::new(HashMap::new());
+    /// Queues looked up by the hot paths (enqueue, claim, complete_one.rs),
+    /// kept until a change to any queue is announced (`forget_all`).
+    static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
 }
 
 /// `require`, from this backend's cache when it can: an enqueue or a claim
@@ -118,13 +124,32 @@ thread_local! {
 pub fn require_cached(client: &mut SpiClient<'_>, name: &str) -> Result<Queue, QueueError> {
     // (a queue paused, altered or given a sender meanwhile)
     db::accept_invalidations();
-    if let Some(queue) = CACHE.with(|c| c.borrow().get(name).cloned()) {
+    if let Some(queue) = CACHE.with(|c| c.borrow().by_name.get(name).cloned()) {
         return Ok(queue);
     }
     let queue = require(client, name)?;
     db::forget_with_extension(forget_all);
-    CACHE.with(|c| c.borrow_mut().insert(name.to_string(), queue.clone()));
+    CACHE.with(|c| c.borrow_mut().keep(&queue));
     Ok(queue)
+}
+
+/// The queue with id `id`, from this backend's cache when it can; None
+/// when it is gone. (The caller has accepted invalidations.)
+pub fn cached_by_id(client: &mut SpiClient<'_>, id: i32) -> Option<Queue> {
+    let cached = CACHE.with(|c| {
+        let c = c.borrow();
+        c.names
+            .get(&id)
+            .and_then(|name| c.by_name.get(name).cloned())
+    });
+    if cached.is_some() {
+        return cached;
+    }
+    let row = db::run(client, &queries::FIND_QUEUE_BY_ID, args![id = id]).first()?;
+    let queue = Queue::of_row(&row, row.value("name"));
+    db::forget_with_extension(forget_all);
+    CACHE.with(|c| c.borrow_mut().keep(&queue));
+    Some(queue)
 }
 
 /// Every backend forgets the queues it cached once the current transaction
@@ -143,10 +168,25 @@ fn queue_queues_changed() {
 /// Called on a relation cache invalidation of `queue_queues`, through
 /// db::forget_with_extension.
 fn forget_all() {
-    CACHE.with(|c| c.borrow_mut().clear());
+    CACHE.with(|c| *c.borrow_mut() = Cache::default());
 }
 
 impl Queue {
+    /// A row of find_queue.sql (or find_queue_by_id.sql).
+    fn of_row(row: &db::Row<'_>, name: String) -> Queue {
+        Queue {
+            id: row.value("id"),
+            name,
+            owner: row.value("owner"),
+            max_attempts: row.value("max_attempts"),
+            lease_us: micros(&row.value::<Interval>("lease")),
+            paused: row.value("paused"),
+            sender: row.get("sender"),
+            limits: Limits::of_row(row),
+            keeps_history: row.value("keeps_history"),
+        }
+    }
+
     /// 42501 unless `role` may administer this queue.
     pub fn check_owner(&self, role: Oid, action: &'static str) -> Result<(), QueueError> {
         if db::acts_as(role, self.owner) {

@@ -32,15 +32,14 @@
 //! nothing it relies on changed meanwhile.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::ffi::CStr;
 
 use pgrx::datum::Uuid;
 use pgrx::pg_sys::{self, Oid};
 
-use crate::db::{self, args};
+use crate::catalog;
+use crate::db;
 use crate::errors::QueueError;
-use crate::queries;
 use crate::versions;
 
 /// A live partition as this code reads it: its oid, its index on `id`
@@ -86,9 +85,6 @@ thread_local! {
     static GENERATION: Cell<u64> = const { Cell::new(0) };
     /// `relation_changed` is registered in this backend.
     static CALLBACK: Cell<bool> = const { Cell::new(false) };
-    /// Whether a queue keeps history, by queue id; forgotten with the
-    /// queues cached for enqueues and claims (any write to queue_queues).
-    static KEEPS: RefCell<HashMap<i32, bool>> = RefCell::new(HashMap::new());
     /// How many calls this backend answered here (the tests read it).
     static ANSWERED: Cell<u64> = const { Cell::new(0) };
 }
@@ -97,12 +93,6 @@ thread_local! {
 #[cfg(any(test, feature = "pg_test"))]
 pub fn answered() -> u64 {
     ANSWERED.get()
-}
-
-/// Called when the extension's tables change (db::forget_with_extension).
-fn forget() {
-    forget_tables();
-    KEEPS.with(|k| k.borrow_mut().clear());
 }
 
 fn forget_tables() {
@@ -165,18 +155,10 @@ pub fn complete(id: i64, lease: Uuid) -> Option<bool> {
     Some(done)
 }
 
-/// Whether queue `queue_id` keeps history; None when it is gone.
+/// Whether queue `queue_id` keeps history (catalog.rs's cache of queues);
+/// None when it is gone.
 fn keeps_history(queue_id: i32) -> Option<bool> {
-    if let Some(kept) = KEEPS.with(|k| k.borrow().get(&queue_id).copied()) {
-        return Some(kept);
-    }
-    let kept = db::with_tables(|client| {
-        db::run(client, &queries::QUEUE_KEEPS, args![queue_id = queue_id])
-            .first()
-            .map(|row| row.value::<bool>("kept"))
-    })?;
-    KEEPS.with(|k| k.borrow_mut().insert(queue_id, kept));
-    Some(kept)
+    db::with_tables(|client| catalog::cached_by_id(client, queue_id)).map(|q| q.keeps_history)
 }
 
 /// The tables opened and locked for one call, as they are now: a change
@@ -201,7 +183,7 @@ fn tables() -> Option<Tables> {
         return found;
     }
     let schema = db::schema();
-    db::forget_with_extension(forget);
+    db::forget_with_extension(forget_tables);
     if !CALLBACK.replace(true) {
         // SAFETY: registered once per backend (CALLBACK), as PostgreSQL's
         // table of relcache callbacks is small and never shrinks;

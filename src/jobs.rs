@@ -60,40 +60,7 @@ pub fn claim(
     bodies: bool,
 ) -> Claim {
     let now = crate::time::now_us();
-    let at = db::timestamp(now);
-    let chores = db::run(
-        client,
-        &queries::CLAIM_CHORES,
-        args![queue_id = queue.id, now = at],
-    )
-    .first()
-    .expect("one row");
-    let (due, expired) = (chores.value::<bool>("due"), chores.value::<bool>("expired"));
-    if due {
-        let promote = max_jobs.max(PROMOTE_AT_LEAST) as i32;
-        db::run(
-            client,
-            &queries::PROMOTE,
-            args![queue_id = queue.id, now = at, limit = promote],
-        );
-    }
-    if expired {
-        let taken_back = db::run(
-            client,
-            &queries::TAKE_BACK,
-            args![
-                queue_id = queue.id,
-                now = at,
-                limit = max_jobs as i32,
-                max_attempts = queue.max_attempts,
-            ],
-        );
-        let exhausted: Vec<i64> = taken_back
-            .filter(|r| r.value::<bool>("exhausted"))
-            .map(|r| r.value::<i64>("id"))
-            .collect();
-        bury(client, exhausted, now, None);
-    }
+    chores(client, queue, max_jobs, now);
 
     let expires = db::timestamp(add_delay(now, lease_us));
     let claim = |client: &mut SpiClient<'_>, wanted: usize, ids: Option<Vec<i64>>| {
@@ -207,6 +174,105 @@ pub fn claim(
         jobs: jobs.into_iter().map(|(_, _, job)| job).collect(),
         held_back,
     }
+}
+
+/// What a claim at `now` of up to `max_jobs` does first: due scheduled jobs
+/// become ready, and expired leases come back (those with no attempt left
+/// go to the dead letters).
+fn chores(client: &mut SpiClient<'_>, queue: &Queue, max_jobs: usize, now: i64) {
+    let at = db::timestamp(now);
+    let chores = db::run(
+        client,
+        &queries::CLAIM_CHORES,
+        args![queue_id = queue.id, now = at],
+    )
+    .first()
+    .expect("one row");
+    let (due, expired) = (chores.value::<bool>("due"), chores.value::<bool>("expired"));
+    if due {
+        let promote = max_jobs.max(PROMOTE_AT_LEAST) as i32;
+        db::run(
+            client,
+            &queries::PROMOTE,
+            args![queue_id = queue.id, now = at, limit = promote],
+        );
+    }
+    if expired {
+        let taken_back = db::run(
+            client,
+            &queries::TAKE_BACK,
+            args![
+                queue_id = queue.id,
+                now = at,
+                limit = max_jobs as i32,
+                max_attempts = queue.max_attempts,
+            ],
+        );
+        let exhausted: Vec<i64> = taken_back
+            .filter(|r| r.value::<bool>("exhausted"))
+            .map(|r| r.value::<i64>("id"))
+            .collect();
+        bury(client, exhausted, now, None);
+    }
+}
+
+/// A job locked for a delivery in one transaction (`lock_next`).
+pub struct Locked {
+    pub id: i64,
+    /// The argument its sender gets, the attempt under way counted.
+    pub job: Jsonb,
+}
+
+/// Up to `max_jobs` due jobs of `queue` in claim order, locked for the
+/// caller's transaction but not claimed: no lease, no attempt written. For
+/// a queue whose limits count nothing and that is not ordered, delivered
+/// in the same transaction (sql_delivery.rs), which then deletes each job
+/// delivered and counts an attempt only for those that fail
+/// (`count_attempts`). The claim's chores come first, as for `claim`; jobs
+/// found with no attempt left go to the dead letters.
+pub fn lock_next(client: &mut SpiClient<'_>, queue: &Queue, max_jobs: usize) -> Vec<Locked> {
+    let now = crate::time::now_us();
+    chores(client, queue, max_jobs, now);
+    let mut exhausted = Vec::new();
+    let locked = db::run(
+        client,
+        &queries::LOCK_NEXT,
+        args![
+            queue_id = queue.id,
+            limit = max_jobs as i32,
+            queue = queue.name.as_str(),
+            max_attempts = queue.max_attempts,
+        ],
+    )
+    .filter_map(|row| {
+        let id: i64 = row.value("id");
+        if row.value::<i32>("attempts") >= queue.max_attempts {
+            exhausted.push(id);
+            return None;
+        }
+        Some(Locked {
+            id,
+            job: row.value("job"),
+        })
+    })
+    .collect();
+    bury(client, exhausted, now, None);
+    locked
+}
+
+/// Jobs `ids` that the caller locked with `lock_next` count the attempt it
+/// made of them and are in flight, for `worker`, under an expired lease:
+/// the caller then records a failed attempt (`fail`) or leaves them to
+/// the recovery of jobs a stopped worker left in flight. Returns each
+/// job's (id, lease).
+pub fn count_attempts(client: &mut SpiClient<'_>, ids: Vec<i64>, worker: &str) -> Vec<(i64, Uuid)> {
+    db::run(
+        client,
+        &queries::COUNT_ATTEMPTS,
+        args![ids = ids, worker = worker],
+    )
+    .map(|row| (row.value("id"), row.value("lease")))
+    .collect()
 }
 
 /// Jobs bury_expired() takes per call: one short transaction's worth.

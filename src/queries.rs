@@ -33,8 +33,12 @@ macro_rules! statements {
 statements! {
     FIND_QUEUE = "find_queue.sql" (name: TEXTOID)
         -> (id, owner, max_attempts, lease, paused, sender, ordered, max_in_flight,
-            group_max_in_flight, rate_limit, rate_window, group_rate_limit, group_rate_window);
-    QUEUE_KEEPS = "queue_keeps.sql" (queue_id: INT4OID) -> (kept);
+            group_max_in_flight, rate_limit, rate_window, group_rate_limit, group_rate_window,
+            keeps_history);
+    FIND_QUEUE_BY_ID = "find_queue_by_id.sql" (id: INT4OID)
+        -> (id, name, owner, max_attempts, lease, paused, sender, ordered, max_in_flight,
+            group_max_in_flight, rate_limit, rate_window, group_rate_limit, group_rate_window,
+            keeps_history);
     CREATE_QUEUE = "create_queue.sql" (name: TEXTOID, owner: OIDOID, max_attempts: INT4OID,
         backoff: TEXTOID, retry_delay: INTERVALOID, max_retry_delay: INTERVALOID,
         lease: INTERVALOID, retention: INTERVALOID, ordered: BOOLOID, max_in_flight: INT4OID,
@@ -141,6 +145,9 @@ statements! {
     LOGIN_SETTINGS = "login_settings.sql" (role: OIDOID, database: OIDOID) -> (setting);
     DELIVER_LOCK = "deliver_lock.sql" (ids: INT8ARRAYOID, leases: UUIDARRAYOID, queue: TEXTOID,
         max_attempts: INT4OID) -> (id, job);
+    LOCK_NEXT = "lock_next.sql" (queue_id: INT4OID, limit: INT4OID, queue: TEXTOID,
+        max_attempts: INT4OID) -> (id, attempts, job);
+    COUNT_ATTEMPTS = "count_attempts.sql" (ids: INT8ARRAYOID, worker: TEXTOID) -> (id, lease);
     RELEASE = "release.sql" (ids: INT8ARRAYOID) -> ();
     LEFT_IN_FLIGHT = "left_in_flight.sql" (worker: TEXTOID) -> (id);
     RECOVER_LOCK = "recover_lock.sql" (id: INT8OID, worker: TEXTOID)

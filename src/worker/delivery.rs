@@ -1,47 +1,20 @@
-//! Push delivery in one database, as docs/push.md's delivery protocol says:
-//!
-//! 1. claim a batch of a sender queue under the queue's lease, and commit
-//!    (the attempt is counted there);
-//! 2. lock the jobs still in flight (a cancel, purge or drop now waits),
-//!    call the sender for each in a subtransaction of its own, and commit
-//!    the outcomes with the sender's writes. At most 64 subtransactions
-//!    that wrote go into one commit (the subxid cache of a backend); the
-//!    rest of the batch goes on in the next transaction.
+//! Push delivery in one database, as docs/push.md's delivery protocol
+//! says: a round claims one batch of each sender queue with due jobs,
+//! starting after the queue served last, and hands it to its path: SQL
+//! senders (sql_delivery.rs) or webhooks (http.rs). Both claim and tally
+//! through batches.rs; data flows one way, round -> path -> helpers.
 //!
 //! Jobs that a stopped worker left in flight are claimed again one per
 //! transaction, so that a job that kills its worker (or the server) only
 //! uses up its own attempts.
 
-use std::collections::HashMap;
-
-use pgrx::datum::Uuid;
-use pgrx::pg_sys::{self, Oid};
-
 use super::http::{Http, Webhook};
-use super::sender::{Outcome, Sender};
-use super::session::{self, Session};
-use super::shared::{State, SHARED};
-use super::wake;
-use crate::catalog;
+use super::session::{self, report_stat, Session};
+use super::sql_delivery;
 use crate::contract::WORKER_NAME;
 use crate::db::{self, args};
 use crate::gucs;
-use crate::jobs;
-use crate::jsonb::Jsonb;
-use crate::policy::add_delay;
 use crate::queries;
-use crate::senders::{self, Refusal};
-
-/// Subtransactions with a transaction id that one commit may hold before
-/// PostgreSQL's per-backend cache of them overflows (PGPROC_MAX_CACHED_SUBXIDS).
-const WRITES_PER_COMMIT: usize = 64;
-
-/// A job claimed for delivery: its id and the lease it is held under.
-#[derive(Clone, Copy)]
-struct InFlight {
-    id: i64,
-    lease: Uuid,
-}
 
 /// A sender queue as a round sees it.
 struct SenderQueue {
@@ -178,6 +151,7 @@ impl Delivery {
     /// and delivered on its own (or buried when it has no attempt left, or
     /// made ready again when its queue lost its sender). Returns how many.
     pub fn recover(&mut self, session: &Session) -> usize {
+        sql_delivery::mark_suspects(session);
         let left: Vec<i64> = session::transaction(|| {
             session.tables(|client| {
                 db::run(
@@ -190,10 +164,11 @@ impl Delivery {
             })
         });
         for &id in &left {
-            let claimed = session::transaction(|| session.tables(|c| recover_one(c, id)));
+            let claimed =
+                session::transaction(|| session.tables(|c| sql_delivery::recover_one(c, id)));
             report_stat();
             if let Some((queue_id, job)) = claimed {
-                self.deliver(session, queue_id, vec![job]);
+                sql_delivery::deliver(session, self.slot, queue_id, vec![job]);
             }
         }
         left.len()
@@ -249,224 +224,19 @@ impl Delivery {
                 self.http.start(batch.requests);
                 continue;
             }
-            let (batch, held_back) =
-                session::transaction(|| session.tables(|c| claim(c, &queue, size)));
-            report_stat();
+            let claimed =
+                sql_delivery::claim_and_deliver(session, self.slot, queue.id, &queue.name, size);
             self.last_served = queue.id;
-            if batch.is_empty() {
+            if claimed.jobs == 0 {
                 continue;
             }
-            round.claimed += batch.len();
+            round.claimed += claimed.jobs;
             round.batches += 1;
             // (a limit that kept jobs back has room again once these end)
-            round.more |= batch.len() == size || held_back;
-            self.deliver(session, queue.id, batch);
+            round.more |= claimed.jobs == size || claimed.held_back;
         }
         round
     }
-
-    /// Step 2 of the protocol for jobs of queue `queue_id` claimed under
-    /// leases, in as many transactions as the sender's writes need.
-    fn deliver(&mut self, session: &Session, queue_id: i32, mut batch: Vec<InFlight>) {
-        self.set_state(State::Delivering);
-        while !batch.is_empty() {
-            batch = session::transaction(|| self.deliver_some(session, queue_id, batch));
-            report_stat();
-        }
-        self.set_state(State::Idle);
-    }
-
-    /// Delivers jobs of `batch` until one commit's worth of writes; returns
-    /// the jobs left for the next transaction.
-    fn deliver_some(
-        &mut self,
-        session: &Session,
-        queue_id: i32,
-        batch: Vec<InFlight>,
-    ) -> Vec<InFlight> {
-        // each job's place in claim order, and its lease
-        let claimed: HashMap<i64, (usize, Uuid)> = batch
-            .iter()
-            .enumerate()
-            .map(|(i, job)| (job.id, (i, job.lease)))
-            .collect();
-        let (check, locked) = session.tables(|client| {
-            let (check, queue) = check_sender(client, queue_id);
-            let Some((name, max_attempts)) = queue else {
-                return (check, Vec::new());
-            };
-            let ids: Vec<i64> = batch.iter().map(|j| j.id).collect();
-            let leases: Vec<Uuid> = batch.iter().map(|j| j.lease).collect();
-            let rows = db::run(
-                client,
-                &queries::DELIVER_LOCK,
-                args![
-                    ids = ids,
-                    leases = leases,
-                    queue = name.as_str(),
-                    max_attempts = max_attempts,
-                ],
-            );
-            let mut locked: Vec<(i64, Jsonb)> =
-                rows.map(|r| (r.value("id"), r.value("job"))).collect();
-            // in claim order (a cancelled job is no longer there)
-            locked.sort_by_key(|(id, _)| claimed[id].0);
-            (check, locked)
-        });
-        let lease_of = |id: i64| claimed[&id].1;
-        let mut sender = match check {
-            Check::NoSender => {
-                let ids: Vec<i64> = locked.iter().map(|(id, _)| *id).collect();
-                session.tables(|client| {
-                    db::run(client, &queries::RELEASE, args![ids = ids]);
-                });
-                return Vec::new();
-            }
-            Check::Refused(problem) => {
-                let failed: Vec<(i64, String, bool)> = locked
-                    .iter()
-                    .map(|(id, _)| (*id, problem.clone(), false))
-                    .collect();
-                self.record(session, Vec::new(), failed, &lease_of);
-                return Vec::new();
-            }
-            Check::Ready(sender) => sender.prepare(),
-        };
-        let (mut delivered, mut failed) = (Vec::new(), Vec::new());
-        let mut writes = 0;
-        let mut done = 0;
-        for (id, job) in &locked {
-            if writes == WRITES_PER_COMMIT {
-                break;
-            }
-            done += 1;
-            match sender.call(job.datum()) {
-                Outcome::Delivered { wrote } => {
-                    writes += wrote as usize;
-                    delivered.push(*id);
-                }
-                Outcome::Failed { message, permanent } => failed.push((*id, message, permanent)),
-            }
-        }
-        self.record(session, delivered, failed, &lease_of);
-        locked[done..]
-            .iter()
-            .map(|(id, _)| InFlight {
-                id: *id,
-                lease: lease_of(*id),
-            })
-            .collect()
-    }
-
-    /// The outcomes of a transaction's calls: delivered jobs succeed, failed
-    /// ones follow their queue's retry policy (QU001: straight to failed).
-    fn record(
-        &self,
-        session: &Session,
-        delivered: Vec<i64>,
-        failed: Vec<(i64, String, bool)>,
-        lease_of: &dyn Fn(i64) -> Uuid,
-    ) {
-        let (succeeded, failures) = (delivered.len(), failed.len());
-        let last_error = failed.last().map(|(_, message, _)| message.clone());
-        session.tables(|client| {
-            if !delivered.is_empty() {
-                jobs::succeed(client, delivered);
-            }
-            for (id, message, permanent) in &failed {
-                let failed =
-                    jobs::fail(client, *id, lease_of(*id), message, None, *permanent, false);
-                wake::on_commit(failed.is_some_and(|f| f.wake));
-            }
-        });
-        note_outcomes(self.slot, succeeded, failures, last_error);
-    }
-
-    fn set_state(&self, state: State) {
-        let mut shared = SHARED.exclusive();
-        if shared.workers[self.slot].state.running() {
-            shared.workers[self.slot].state = state;
-        }
-    }
-}
-
-/// Whether a queue's sender can be called now.
-enum Check {
-    NoSender,
-    /// The problem, as the jobs' last_error says it.
-    Refused(String),
-    Ready(Sender),
-}
-
-/// Checked again before every transaction of calls: the registering role
-/// may have been dropped or lost EXECUTE, the function dropped, renamed or
-/// made again as another kind (senders::check, as at registration). Also
-/// returns the queue's name and max_attempts, when it still exists.
-fn check_sender(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    queue_id: i32,
-) -> (Check, Option<(String, i32)>) {
-    let Some(row) = db::run(client, &queries::SENDER_CHECK, args![queue_id = queue_id]).first()
-    else {
-        return (Check::NoSender, None);
-    };
-    let queue = (
-        row.value::<String>("name"),
-        row.value::<i32>("max_attempts"),
-    );
-    let Some(registered) = row.get::<String>("sender") else {
-        return (Check::NoSender, Some(queue));
-    };
-    if row.value::<bool>("webhook") {
-        // (made a webhook queue since the claim: its jobs go back, for
-        // the webhook's own round)
-        return (Check::NoSender, Some(queue));
-    }
-    let role: Oid = row.value("role");
-    let role_name: String = row.value("role_name");
-    let ready = |client: &mut pgrx::spi::SpiClient<'_>, function| {
-        Check::Ready(Sender {
-            function,
-            role,
-            settings: login_settings(client, role),
-        })
-    };
-    let check = match row.get::<Oid>("function") {
-        // (worded by the registered signature alone)
-        None => Check::Refused(Refusal::Missing.at_delivery(
-            &registered,
-            &role_name,
-            pg_sys::Oid::INVALID,
-            None,
-        )),
-        Some(_) if !db::in_syscache(pg_sys::SysCacheIdentifier::AUTHOID, role) => {
-            Check::Refused(format!(
-                "the role that registered sender {registered} (oid {role_name}) no longer exists"
-            ))
-        }
-        Some(function) => match senders::check(function, role) {
-            Ok(()) => ready(client, function),
-            Err(refusal) => {
-                let named = senders::signature(client, function);
-                Check::Refused(refusal.at_delivery(&registered, &role_name, function, named))
-            }
-        },
-    };
-    (check, Some(queue))
-}
-
-/// The settings a new session of `role` in this database starts with.
-fn login_settings(client: &mut pgrx::spi::SpiClient<'_>, role: Oid) -> Vec<String> {
-    // SAFETY: MyDatabaseId is set when the worker connects to its database
-    // and never changes after.
-    let database = unsafe { pg_sys::MyDatabaseId };
-    db::run(
-        client,
-        &queries::LOGIN_SETTINGS,
-        args![role = role, database = database],
-    )
-    .map(|r| r.value::<String>("setting"))
-    .collect()
 }
 
 /// How many jobs one batch of `queue` claims at most.
@@ -483,120 +253,6 @@ fn sender_queues(client: &mut pgrx::spi::SpiClient<'_>) -> Vec<SenderQueue> {
             webhook: Webhook::of_row(&r),
         })
         .collect()
-}
-
-/// What queue_workers shows of a transaction of outcomes: jobs delivered,
-/// failed attempts, the last error.
-pub(super) fn note_outcomes(
-    slot: usize,
-    delivered: usize,
-    failures: usize,
-    last_error: Option<String>,
-) {
-    let mut shared = SHARED.exclusive();
-    let me = &mut shared.workers[slot];
-    me.delivered += delivered as i64;
-    me.failed += failures as i64;
-    me.last_active_at = crate::time::now_us();
-    if let Some(message) = last_error {
-        me.set_last_error(&message);
-    }
-}
-
-/// Claims up to `size` due jobs of queue `queue_id` (`name`) for the worker,
-/// with the queue as it stands now; none when it is gone, paused or no
-/// longer delivered. (SQL senders and webhooks alike; `bodies`: with the
-/// webhook requests' bodies.)
-pub(super) fn claim_for_worker(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    queue_id: i32,
-    name: &str,
-    size: usize,
-    bodies: bool,
-) -> jobs::Claim {
-    let none = jobs::Claim {
-        jobs: Vec::new(),
-        held_back: false,
-    };
-    let found = match catalog::find(client, name) {
-        Ok(Some(found)) => found,
-        Ok(None) => return none,
-        Err(e) => e.raise(),
-    };
-    if found.id != queue_id || found.paused || found.sender.is_none() {
-        return none;
-    }
-    jobs::claim(
-        client,
-        &found,
-        size,
-        found.lease_us,
-        Some(WORKER_NAME),
-        bodies,
-    )
-}
-
-/// Step 1: claims up to `size` due jobs of `queue` for the worker; true
-/// when a limit of the queue kept some back.
-fn claim(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    queue: &SenderQueue,
-    size: usize,
-) -> (Vec<InFlight>, bool) {
-    let claim = claim_for_worker(client, queue.id, &queue.name, size, false);
-    let jobs = claim
-        .jobs
-        .into_iter()
-        .map(|job| InFlight {
-            id: job.id,
-            lease: job.lease,
-        })
-        .collect();
-    (jobs, claim.held_back)
-}
-
-/// A job a stopped worker left in flight: claimed again (a new attempt),
-/// buried when it has none left, or ready again when its queue no longer
-/// has a sender. Returns its queue and claim when it is to be delivered.
-fn recover_one(client: &mut pgrx::spi::SpiClient<'_>, id: i64) -> Option<(i32, InFlight)> {
-    let row = db::run(
-        client,
-        &queries::RECOVER_LOCK,
-        args![id = id, worker = WORKER_NAME],
-    )
-    .first()?;
-    let attempts: i32 = row.value("attempts");
-    let max_attempts: i32 = row.value("max_attempts");
-    let lease: pgrx::datum::Interval = row.value("lease");
-    let sql_sender: bool = row.value("sql_sender");
-    let queue_id: i32 = row.value("queue_id");
-    let now = crate::time::now_us();
-    let stopped = format!("the queue worker stopped during attempt {attempts} of {max_attempts}");
-    if !sql_sender {
-        db::run(client, &queries::RELEASE_ONE, args![id = id]);
-        return None;
-    }
-    if attempts >= max_attempts {
-        jobs::bury(client, vec![id], now, Some(&stopped));
-        return None;
-    }
-    let expires = db::timestamp(add_delay(now, catalog::micros(&lease)));
-    let lease: Uuid = db::run(
-        client,
-        &queries::RECOVER_CLAIM,
-        args![id = id, lease_until = expires, error = stopped.as_str()],
-    )
-    .first()?
-    .value("lease");
-    Some((queue_id, InFlight { id, lease }))
-}
-
-/// A background worker reports its table statistics itself (PostgreSQL 15),
-/// or autovacuum never hears of its dead tuples. Outside a transaction.
-pub fn report_stat() {
-    // SAFETY: callers call it between the worker's transactions, never
-    // inside one, as pgstat_report_stat requires.
-    unsafe { pg_sys::pgstat_report_stat(false) };
 }
 
 /// When queue_cleanup() next has a job to remove (see next_cleanup.sql).

@@ -15,7 +15,7 @@ use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use url::Url;
 
-use super::delivery;
+use super::batches::{self, Tally};
 use super::shared::SHARED;
 use super::wake;
 use crate::catalog;
@@ -74,31 +74,6 @@ const ALLOW_LIST_FOR_US: i64 = crate::time::SECOND_US;
 /// How long the first outcome that came back waits for others to share
 /// its transaction (unless half of the open requests have come back).
 const GATHER: Duration = Duration::from_millis(2);
-
-/// What a transaction recorded, for queue_workers once it commits.
-#[derive(Default)]
-pub struct Tally {
-    pub delivered: usize,
-    pub failures: usize,
-    pub last_error: Option<String>,
-}
-
-impl Tally {
-    pub fn add(&mut self, other: Tally) {
-        self.delivered += other.delivered;
-        self.failures += other.failures;
-        if other.last_error.is_some() {
-            self.last_error = other.last_error;
-        }
-    }
-
-    /// Shows the tally in queue_workers (after the commit).
-    pub fn note(self, slot: usize) {
-        if self.delivered + self.failures > 0 {
-            delivery::note_outcomes(slot, self.delivered, self.failures, self.last_error);
-        }
-    }
-}
 
 /// Jobs of one webhook queue claimed in a transaction: the requests to
 /// start once it commits, and what it recorded (attempts refused by the
@@ -313,7 +288,10 @@ fn claim(
     name: &str,
     size: usize,
 ) -> Vec<(i64, Uuid, Vec<u8>, String)> {
-    delivery::claim_for_worker(client, queue_id, name, size, true)
+    let Some(queue) = batches::queue_for_worker(client, queue_id, name) else {
+        return Vec::new();
+    };
+    batches::claim_for_worker(client, &queue, size, true)
         .jobs
         .into_iter()
         .map(|job| {

@@ -5,9 +5,13 @@
 //! - `databases`: the table of databases, keyed by oid
 //! - `launcher`: finds databases, starts and reaps workers
 //! - `serve`: the loop of one database's worker
-//! - `delivery`: claiming batches and handing them to senders
+//! - `delivery`: the round: a batch of each sender queue, to its path
+//! - `sql_delivery`: a batch's calls of a SQL sender and their outcomes
+//! - `http`: a batch's webhook requests and their outcomes
+//! - `batches`: what both paths share: the claim and the tally
 //! - `sender`: one sender call, as its role, in a subtransaction
 //! - `subxact`: running work in a subtransaction, catching its error
+//! - `suspects`: the ids of a one-transaction delivery under way, on disk
 //! - `session`: the search_path and settings of the worker's statements
 //! - `recurring`: firing the ticks of the database's schedules
 //! - `turns`: who is served and when, as pure (unit-tested) decisions
@@ -17,6 +21,7 @@
 //! - `segments`: shared memory sized at server start
 //! - `hooks`: gets workers out of the way of DROP DATABASE and friends
 
+mod batches;
 mod databases;
 mod delivery;
 mod hooks;
@@ -28,7 +33,9 @@ mod sender;
 pub mod serve;
 mod session;
 pub mod shared;
+mod sql_delivery;
 pub(crate) mod subxact;
+mod suspects;
 mod turns;
 mod upkeep;
 pub mod waiters;

@@ -75,3 +75,11 @@ impl Session {
         db::with_search_path(&self.search_path, f)
     }
 }
+
+/// A background worker reports its table statistics itself (PostgreSQL 15),
+/// or autovacuum never hears of its dead tuples. Outside a transaction.
+pub fn report_stat() {
+    // SAFETY: callers call it between the worker's transactions, never
+    // inside one, as pgstat_report_stat requires.
+    unsafe { pg_sys::pgstat_report_stat(false) };
+}

@@ -7,8 +7,7 @@
 
 use pgrx::Spi;
 
-use super::delivery::report_stat;
-use super::session::{self, Session};
+use super::session::{self, report_stat, Session};
 use super::subxact;
 use super::turns;
 use crate::errors::QueueError;

@@ -1,12 +1,12 @@
 //! Push delivery through sender hooks, on a cluster with the library
 //! preloaded: exactly once, the retry policy, QU001, the sender's role and
 //! settings, revoked privileges, search_path hijacks, a crash of the
-//! server, a sender that kills its worker, cancels during delivery, and
-//! unregistering. Deadlines are generous; nothing here asserts a timing.
+//! server, a sender that kills its worker or the server, cancels during
+//! delivery, and unregistering. Deadlines are generous; nothing here asserts a timing.
 
 use std::collections::HashSet;
 
-use queue_client_tests::{enqueue_many, eventually, one, Client, Cluster};
+use queue_client_tests::{enqueue_many, eventually, one, Client, Cluster, NoTls, DB};
 
 /// (status, count) of the jobs of `queue`.
 fn statuses(client: &mut Client, queue: &str) -> Vec<(String, i64)> {
@@ -586,6 +586,80 @@ fn a_sender_that_kills_its_worker_uses_up_only_its_own_attempts() {
         &[],
     );
     assert_eq!(succeeded, 9);
+}
+
+#[test]
+fn a_sender_that_crashes_the_server_uses_up_only_its_own_attempts() {
+    // A batch of a queue without limits is claimed, delivered and recorded
+    // in one transaction: the attempt under way when the server crashed
+    // must still count, from the ids the worker wrote down (suspects.rs).
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    setup(&mut client);
+    // (kill -KILL of a backend: the postmaster restarts every process)
+    client
+        .batch_execute(
+            "CREATE FUNCTION app.crash(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF job->'payload' ? 'poison' THEN
+                     EXECUTE format('COPY (SELECT) TO PROGRAM %L',
+                                    'kill -KILL ' || pg_backend_pid());
+                 END IF;
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, (job->>'attempt')::int,
+                                              current_user, 'sent');
+             END $$;
+             SELECT queue_create('crash', max_attempts => 2, retry_delay => '0');
+             SELECT queue_register_sender('crash', 'app.crash(jsonb)', 10);
+             SELECT queue_pause('crash');",
+        )
+        .unwrap();
+    let mut ids = enqueue_many(&mut client, "crash", 4);
+    let poison: i64 = one(
+        &mut client,
+        "SELECT queue_enqueue('crash', '{\"poison\": true}')",
+        &[],
+    );
+    ids.extend(enqueue_many(&mut client, "crash", 5));
+    client
+        .batch_execute("SELECT queue_resume('crash')")
+        .unwrap();
+    drop(client);
+    // the server restarts twice (attempts 1 and 2), then the job is buried
+    let mut client = eventually_connected(&cluster, |client| {
+        client
+            .query_one("SELECT status FROM queue_job($1)", &[&poison])
+            .is_ok_and(|r| r.get::<_, String>(0) == "failed")
+    });
+    drained(&mut client, "crash");
+    let row = client
+        .query_one("SELECT attempts, last_error FROM queue_job($1)", &[&poison])
+        .unwrap();
+    let (attempts, error): (i32, String) = (row.get(0), row.get(1));
+    assert_eq!(attempts, 2);
+    assert_eq!(error, "the queue worker stopped during attempt 2 of 2");
+    ids.sort_unstable();
+    assert_eq!(
+        sent_jobs(&mut client),
+        ids,
+        "the others were delivered once"
+    );
+}
+
+/// A connection once `f` holds on one, across the server's restarts.
+fn eventually_connected(cluster: &Cluster, mut f: impl FnMut(&mut Client) -> bool) -> Client {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Ok(mut client) = cluster.config(DB).connect(NoTls) {
+            if f(&mut client) {
+                return client;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the poison job to be buried"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 #[test]

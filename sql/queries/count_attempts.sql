@@ -1,0 +1,12 @@
+-- Jobs $1, locked by the caller and still ready, count the attempt that a
+-- delivery in one transaction made of them and are in flight by worker $2
+-- under an already expired lease: for a failed attempt, which the caller
+-- then records (fail_lock.sql), or for the attempt a stopped worker cut
+-- short (suspects.rs), which the recovery of left_in_flight.sql then
+-- takes back. A job that moved on meanwhile is left alone. Returns each
+-- job's id and lease.
+UPDATE queue_live
+   SET state = 'processing', attempts = attempts + 1, lease = gen_random_uuid(),
+       lease_expires_at = now(), worker = $2
+ WHERE id = ANY ($1) AND state = 'ready'
+RETURNING id, lease

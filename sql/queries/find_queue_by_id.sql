@@ -1,0 +1,7 @@
+-- find_queue.sql by id, with the name (complete_one.rs asks by the job's
+-- queue_id whether its queue keeps history).
+SELECT id, name, owner::oid, max_attempts, lease, paused, sender, ordered, max_in_flight,
+       group_max_in_flight, rate_limit, rate_window, group_rate_limit, group_rate_window,
+       retention > interval '0' AS keeps_history
+  FROM queue_queues
+ WHERE id = $1

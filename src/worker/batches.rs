@@ -1,0 +1,81 @@
+//! What both delivery paths (SQL senders and webhooks) share: claiming a
+//! batch of a sender queue for the worker, and the tally of outcomes that
+//! queue_workers shows once their transaction commits.
+
+use pgrx::spi::SpiClient;
+
+use super::shared::SHARED;
+use crate::catalog::{self, Queue};
+use crate::contract::WORKER_NAME;
+use crate::jobs;
+use crate::limits;
+
+/// What a transaction recorded, for queue_workers once it commits.
+#[derive(Default)]
+pub struct Tally {
+    pub delivered: usize,
+    pub failures: usize,
+    pub last_error: Option<String>,
+}
+
+impl Tally {
+    pub fn add(&mut self, other: Tally) {
+        self.delivered += other.delivered;
+        self.failures += other.failures;
+        if other.last_error.is_some() {
+            self.last_error = other.last_error;
+        }
+    }
+
+    /// Shows the tally in queue_workers (after the commit): jobs delivered,
+    /// failed attempts, the last error.
+    pub fn note(self, slot: usize) {
+        if self.delivered + self.failures == 0 {
+            return;
+        }
+        let mut shared = SHARED.exclusive();
+        let me = &mut shared.workers[slot];
+        me.delivered += self.delivered as i64;
+        me.failed += self.failures as i64;
+        me.last_active_at = crate::time::now_us();
+        if let Some(message) = self.last_error {
+            me.set_last_error(&message);
+        }
+    }
+}
+
+/// Queue `queue_id` (`name`) as it stands now, if the worker is to deliver
+/// it: none when it is gone, paused or no longer delivered.
+pub fn queue_for_worker(client: &mut SpiClient<'_>, queue_id: i32, name: &str) -> Option<Queue> {
+    let found = match catalog::find(client, name) {
+        Ok(found) => found?,
+        Err(e) => e.raise(),
+    };
+    (found.id == queue_id && !found.paused && found.sender.is_some()).then_some(found)
+}
+
+/// Whether a queue's jobs may be delivered in the transaction that takes
+/// them: it has no limit that counts jobs in flight and no order, so no
+/// other claim needs to see them in flight meanwhile.
+pub fn unconstrained(queue: &Queue) -> bool {
+    !queue.limits.ordered && !limits::counted(&queue.limits)
+}
+
+/// Claims up to `size` due jobs of `queue` for the worker, under its lease
+/// (SQL senders and webhooks alike; `bodies`: with the webhook requests'
+/// bodies).
+pub fn claim_for_worker(
+    client: &mut SpiClient<'_>,
+    queue: &Queue,
+    size: usize,
+    bodies: bool,
+) -> jobs::Claim {
+    jobs::claim(
+        client,
+        queue,
+        size,
+        queue.lease_us,
+        Some(WORKER_NAME),
+        bodies,
+    )
+}

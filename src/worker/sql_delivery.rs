@@ -1,0 +1,438 @@
+//! Delivery to SQL senders, as docs/push.md's delivery protocol says. A
+//! queue without limits or order gets one transaction per batch: its jobs
+//! locked but not claimed, the sender called for each in a subtransaction
+//! of its own, the jobs delivered deleted and an attempt counted for each
+//! that failed, one commit (the batch's ids written down meanwhile:
+//! suspects.rs). Any other queue has its claim committed first, then the
+//! jobs still in flight locked (a cancel, purge or drop now waits) for the
+//! calls and their outcomes. At most 64 subtransactions that wrote go into
+//! one commit (the subxid cache of a backend). Also: the claim again of a
+//! job that a stopped worker left in flight.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+
+use pgrx::datum::Uuid;
+use pgrx::pg_sys::{self, Oid};
+
+use super::batches::{self, Tally};
+use super::sender::{Outcome, Prepared, Sender};
+use super::session::{self, Session};
+use super::shared::{State, SHARED};
+use super::suspects;
+use super::wake;
+use crate::catalog::{self, Queue};
+use crate::contract::WORKER_NAME;
+use crate::db::{self, args};
+use crate::jobs;
+use crate::jsonb::Jsonb;
+use crate::policy::add_delay;
+use crate::queries;
+use crate::senders::{self, Refusal};
+
+/// Subtransactions with a transaction id that one commit may hold before
+/// PostgreSQL's per-backend cache of them overflows (PGPROC_MAX_CACHED_SUBXIDS).
+const WRITES_PER_COMMIT: usize = 64;
+
+thread_local! {
+    /// The queues whose sender wrote in their last batch delivered in one
+    /// transaction: their next batch locks no more jobs than one commit
+    /// may call (the rest would be locked for nothing).
+    static WRITING: RefCell<HashSet<i32>> = RefCell::new(HashSet::new());
+}
+
+/// A job claimed for delivery: its id and the lease it is held under.
+#[derive(Clone, Copy)]
+pub struct InFlight {
+    pub id: i64,
+    pub lease: Uuid,
+}
+
+/// Step 2 of the protocol for jobs of queue `queue_id` claimed under
+/// leases in an earlier transaction, in as many transactions as the
+/// sender's writes need, by the worker in `slot`.
+pub fn deliver(session: &Session, slot: usize, queue_id: i32, mut batch: Vec<InFlight>) {
+    set_state(slot, State::Delivering);
+    while !batch.is_empty() {
+        let tally;
+        (batch, tally) = session::transaction(|| deliver_some(session, queue_id, batch));
+        session::report_stat();
+        tally.note(slot);
+    }
+    set_state(slot, State::Idle);
+}
+
+/// Delivers jobs of `batch` until one commit's worth of writes; returns
+/// the jobs left for the next transaction.
+fn deliver_some(session: &Session, queue_id: i32, batch: Vec<InFlight>) -> (Vec<InFlight>, Tally) {
+    // each job's place in claim order, and its lease
+    let claimed: HashMap<i64, (usize, Uuid)> = batch
+        .iter()
+        .enumerate()
+        .map(|(i, job)| (job.id, (i, job.lease)))
+        .collect();
+    let (check, locked) = session.tables(|client| {
+        let (check, queue) = check_sender(client, queue_id);
+        let Some((name, max_attempts)) = queue else {
+            return (check, Vec::new());
+        };
+        let ids: Vec<i64> = batch.iter().map(|j| j.id).collect();
+        let leases: Vec<Uuid> = batch.iter().map(|j| j.lease).collect();
+        let rows = db::run(
+            client,
+            &queries::DELIVER_LOCK,
+            args![
+                ids = ids,
+                leases = leases,
+                queue = name.as_str(),
+                max_attempts = max_attempts,
+            ],
+        );
+        let mut locked: Vec<(i64, Jsonb)> = rows.map(|r| (r.value("id"), r.value("job"))).collect();
+        // in claim order (a cancelled job is no longer there)
+        locked.sort_by_key(|(id, _)| claimed[id].0);
+        (check, locked)
+    });
+    let lease_of = |id: i64| claimed[&id].1;
+    let mut sender = match check {
+        Check::NoSender => {
+            let ids: Vec<i64> = locked.iter().map(|(id, _)| *id).collect();
+            session.tables(|client| {
+                db::run(client, &queries::RELEASE, args![ids = ids]);
+            });
+            return (Vec::new(), Tally::default());
+        }
+        Check::Refused(problem) => {
+            let failed: Vec<(i64, String, bool)> = locked
+                .iter()
+                .map(|(id, _)| (*id, problem.clone(), false))
+                .collect();
+            let tally = record(session, Vec::new(), failed, &lease_of);
+            return (Vec::new(), tally);
+        }
+        Check::Ready(sender) => sender.prepare(),
+    };
+    let calls = call_each(&mut sender, &locked);
+    let tally = record(session, calls.delivered, calls.failed, &lease_of);
+    let left = locked[calls.done..]
+        .iter()
+        .map(|(id, _)| InFlight {
+            id: *id,
+            lease: lease_of(*id),
+        })
+        .collect();
+    (left, tally)
+}
+
+/// The outcomes of a transaction's calls: delivered jobs succeed, failed
+/// ones follow their queue's retry policy (QU001: straight to failed).
+fn record(
+    session: &Session,
+    delivered: Vec<i64>,
+    failed: Vec<(i64, String, bool)>,
+    lease_of: &dyn Fn(i64) -> Uuid,
+) -> Tally {
+    let tally = Tally {
+        delivered: delivered.len(),
+        failures: failed.len(),
+        last_error: failed.last().map(|(_, message, _)| message.clone()),
+    };
+    session.tables(|client| {
+        if !delivered.is_empty() {
+            jobs::succeed(client, delivered);
+        }
+        for (id, message, permanent) in &failed {
+            let failed = jobs::fail(client, *id, lease_of(*id), message, None, *permanent, false);
+            wake::on_commit(failed.is_some_and(|f| f.wake));
+        }
+    });
+    tally
+}
+
+fn set_state(slot: usize, state: State) {
+    let mut shared = SHARED.exclusive();
+    if shared.workers[slot].state.running() {
+        shared.workers[slot].state = state;
+    }
+}
+
+/// Whether a queue's sender can be called now.
+enum Check {
+    NoSender,
+    /// The problem, as the jobs' last_error says it.
+    Refused(String),
+    Ready(Sender),
+}
+
+/// Checked again before every transaction of calls: the registering role
+/// may have been dropped or lost EXECUTE, the function dropped, renamed or
+/// made again as another kind (senders::check, as at registration). Also
+/// returns the queue's name and max_attempts, when it still exists.
+fn check_sender(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    queue_id: i32,
+) -> (Check, Option<(String, i32)>) {
+    let Some(row) = db::run(client, &queries::SENDER_CHECK, args![queue_id = queue_id]).first()
+    else {
+        return (Check::NoSender, None);
+    };
+    let queue = (
+        row.value::<String>("name"),
+        row.value::<i32>("max_attempts"),
+    );
+    let Some(registered) = row.get::<String>("sender") else {
+        return (Check::NoSender, Some(queue));
+    };
+    if row.value::<bool>("webhook") {
+        // (made a webhook queue since the claim: its jobs go back, for
+        // the webhook's own round)
+        return (Check::NoSender, Some(queue));
+    }
+    let role: Oid = row.value("role");
+    let role_name: String = row.value("role_name");
+    let ready = |client: &mut pgrx::spi::SpiClient<'_>, function| {
+        Check::Ready(Sender {
+            function,
+            role,
+            settings: login_settings(client, role),
+        })
+    };
+    let check = match row.get::<Oid>("function") {
+        // (worded by the registered signature alone)
+        None => Check::Refused(Refusal::Missing.at_delivery(
+            &registered,
+            &role_name,
+            pg_sys::Oid::INVALID,
+            None,
+        )),
+        Some(_) if !db::in_syscache(pg_sys::SysCacheIdentifier::AUTHOID, role) => {
+            Check::Refused(format!(
+                "the role that registered sender {registered} (oid {role_name}) no longer exists"
+            ))
+        }
+        Some(function) => match senders::check(function, role) {
+            Ok(()) => ready(client, function),
+            Err(refusal) => {
+                let named = senders::signature(client, function);
+                Check::Refused(refusal.at_delivery(&registered, &role_name, function, named))
+            }
+        },
+    };
+    (check, Some(queue))
+}
+
+/// The settings a new session of `role` in this database starts with.
+fn login_settings(client: &mut pgrx::spi::SpiClient<'_>, role: Oid) -> Vec<String> {
+    // SAFETY: MyDatabaseId is set when the worker connects to its database
+    // and never changes after.
+    let database = unsafe { pg_sys::MyDatabaseId };
+    db::run(
+        client,
+        &queries::LOGIN_SETTINGS,
+        args![role = role, database = database],
+    )
+    .map(|r| r.value::<String>("setting"))
+    .collect()
+}
+
+/// What a batch claimed: how many jobs, and whether a limit of the queue
+/// kept some back.
+#[derive(Default)]
+pub struct Claimed {
+    pub jobs: usize,
+    pub held_back: bool,
+}
+
+/// Claims up to `size` due jobs of queue `queue_id` (`name`) for the worker
+/// in `slot`, and delivers them. A queue without limits or order is
+/// delivered in one transaction per batch (`deliver_locked`); any other has
+/// its claim committed first (a claim of a limited or ordered queue must
+/// see the jobs in flight), then `deliver`.
+pub fn claim_and_deliver(
+    session: &Session,
+    slot: usize,
+    queue_id: i32,
+    name: &str,
+    size: usize,
+) -> Claimed {
+    set_state(slot, State::Delivering);
+    let (claimed, claimed_first, tally) = session::transaction(|| {
+        let Some(queue) = session.tables(|c| batches::queue_for_worker(c, queue_id, name)) else {
+            return (Claimed::default(), Vec::new(), Tally::default());
+        };
+        if batches::unconstrained(&queue) {
+            let (jobs, tally) = deliver_locked(session, slot, &queue, size);
+            let claimed = Claimed {
+                jobs,
+                held_back: false,
+            };
+            return (claimed, Vec::new(), tally);
+        }
+        let claim = session.tables(|c| batches::claim_for_worker(c, &queue, size, false));
+        let claimed = Claimed {
+            jobs: claim.jobs.len(),
+            held_back: claim.held_back,
+        };
+        let batch = claim
+            .jobs
+            .into_iter()
+            .map(|job| InFlight {
+                id: job.id,
+                lease: job.lease,
+            })
+            .collect();
+        (claimed, batch, Tally::default())
+    });
+    // (a batch delivered in its transaction has committed)
+    suspects::clear(slot);
+    session::report_stat();
+    tally.note(slot);
+    deliver(session, slot, queue_id, claimed_first);
+    claimed
+}
+
+/// A batch of `queue` in the caller's transaction: up to `size` due jobs
+/// locked (jobs::lock_next: no claim written), their ids written down
+/// (suspects.rs), the sender called for each, the jobs delivered deleted,
+/// an attempt counted for each that failed. Jobs left uncalled once the
+/// sender's writes fill the commit (WRITES_PER_COMMIT) stay ready, for the
+/// next batch. Returns how many jobs were locked.
+fn deliver_locked(session: &Session, slot: usize, queue: &Queue, size: usize) -> (usize, Tally) {
+    let size = if WRITING.with(|w| w.borrow().contains(&queue.id)) {
+        size.min(WRITES_PER_COMMIT)
+    } else {
+        size
+    };
+    let locked: Vec<(i64, Jsonb)> = session.tables(|c| {
+        jobs::lock_next(c, queue, size)
+            .into_iter()
+            .map(|job| (job.id, job.job))
+            .collect()
+    });
+    if locked.is_empty() {
+        return (0, Tally::default());
+    }
+    suspects::write(slot, &locked.iter().map(|(id, _)| *id).collect::<Vec<_>>());
+    let (check, _) = session.tables(|c| check_sender(c, queue.id));
+    let (delivered, failed) = match check {
+        // (gone meanwhile: the jobs stay as they are)
+        Check::NoSender => return (locked.len(), Tally::default()),
+        Check::Refused(problem) => {
+            let failed = locked
+                .iter()
+                .map(|(id, _)| (*id, problem.clone(), false))
+                .collect();
+            (Vec::new(), failed)
+        }
+        Check::Ready(sender) => {
+            let calls = call_each(&mut sender.prepare(), &locked);
+            WRITING.with(|w| {
+                let mut writing = w.borrow_mut();
+                if calls.writes > 0 {
+                    writing.insert(queue.id);
+                } else {
+                    writing.remove(&queue.id);
+                }
+            });
+            (calls.delivered, calls.failed)
+        }
+    };
+    // a failed attempt counts, and is then recorded as for a claimed job
+    // (one that the sender itself moved on is left as it is)
+    let failed_ids = failed.iter().map(|(id, _, _)| *id).collect();
+    let leases: HashMap<i64, Uuid> = session
+        .tables(|c| jobs::count_attempts(c, failed_ids, WORKER_NAME))
+        .into_iter()
+        .collect();
+    let failed = failed
+        .into_iter()
+        .filter(|(id, _, _)| leases.contains_key(id))
+        .collect();
+    let tally = record(session, delivered, failed, &|id| leases[&id]);
+    (locked.len(), tally)
+}
+
+/// What the calls of one transaction gave.
+struct Calls {
+    delivered: Vec<i64>,
+    /// (id, error, whether with QU001)
+    failed: Vec<(i64, String, bool)>,
+    /// How many jobs were called, and how many calls wrote.
+    done: usize,
+    writes: usize,
+}
+
+/// Calls the sender for each job, in order, until the writes of one commit
+/// (WRITES_PER_COMMIT).
+fn call_each(sender: &mut Prepared, jobs: &[(i64, Jsonb)]) -> Calls {
+    let mut calls = Calls {
+        delivered: Vec::new(),
+        failed: Vec::new(),
+        done: 0,
+        writes: 0,
+    };
+    for (id, job) in jobs {
+        if calls.writes == WRITES_PER_COMMIT {
+            break;
+        }
+        calls.done += 1;
+        match sender.call(job.datum()) {
+            Outcome::Delivered { wrote } => {
+                calls.writes += wrote as usize;
+                calls.delivered.push(*id);
+            }
+            Outcome::Failed { message, permanent } => calls.failed.push((*id, message, permanent)),
+        }
+    }
+    calls
+}
+
+/// The jobs of a one-transaction delivery that a stopped worker left under
+/// way (suspects.rs) are left in flight, their attempt counted, for
+/// `recover_one`.
+pub fn mark_suspects(session: &Session) {
+    let left = suspects::left();
+    let ids = left.ids.clone();
+    if ids.is_empty() {
+        left.forget();
+        return;
+    }
+    session::transaction(|| session.tables(|c| jobs::count_attempts(c, ids, WORKER_NAME)));
+    left.forget();
+}
+
+/// A job a stopped worker left in flight: claimed again (a new attempt),
+/// buried when it has none left, or ready again when its queue no longer
+/// has a sender. Returns its queue and claim when it is to be delivered.
+pub fn recover_one(client: &mut pgrx::spi::SpiClient<'_>, id: i64) -> Option<(i32, InFlight)> {
+    let row = db::run(
+        client,
+        &queries::RECOVER_LOCK,
+        args![id = id, worker = WORKER_NAME],
+    )
+    .first()?;
+    let attempts: i32 = row.value("attempts");
+    let max_attempts: i32 = row.value("max_attempts");
+    let lease: pgrx::datum::Interval = row.value("lease");
+    let sql_sender: bool = row.value("sql_sender");
+    let queue_id: i32 = row.value("queue_id");
+    let now = crate::time::now_us();
+    let stopped = format!("the queue worker stopped during attempt {attempts} of {max_attempts}");
+    if !sql_sender {
+        db::run(client, &queries::RELEASE_ONE, args![id = id]);
+        return None;
+    }
+    if attempts >= max_attempts {
+        jobs::bury(client, vec![id], now, Some(&stopped));
+        return None;
+    }
+    let expires = db::timestamp(add_delay(now, catalog::micros(&lease)));
+    let lease: Uuid = db::run(
+        client,
+        &queries::RECOVER_CLAIM,
+        args![id = id, lease_until = expires, error = stopped.as_str()],
+    )
+    .first()?
+    .value("lease");
+    Some((queue_id, InFlight { id, lease }))
+}
