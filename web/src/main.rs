@@ -42,6 +42,11 @@ async fn main() {
     let address = listener
         .local_addr()
         .expect("a bound socket has an address");
+    if !address.ip().is_loopback() && args.token.is_none() {
+        eprintln!(
+            "queue-web: warning: listening on {address}, beyond this machine, without --token"
+        );
+    }
     // The tests and `make demo` read this line to find the port.
     println!(
         "queue-web listening on http://{address}/ (database {})",
