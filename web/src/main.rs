@@ -52,7 +52,7 @@ async fn main() {
         "queue-web listening on http://{address}/ (database {})",
         app.shown_url
     );
-    tokio::spawn(samples::run(app.clone()));
+    tokio::spawn(state::sample_forever(app.clone()));
     let shutdown = async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .expect("SIGTERM can be caught");

@@ -25,7 +25,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/db/{db}/job/{id}/cancel", post(actions::cancel))
         .route("/db/{db}/schedule/{name}/run", post(actions::run_schedule))
         .layer(axum::middleware::from_fn_with_state(
-            app.clone(),
+            app.security.clone(),
             security::guard,
         ))
         .with_state(app)

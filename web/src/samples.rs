@@ -3,11 +3,10 @@
 //! of each queue, from which the charts draw rates per minute.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::state::App;
-use crate::stats::{self, QueueRow};
+use crate::stats::QueueRow;
 
 /// Samples kept per queue: an hour at the default interval of 10 s.
 const KEPT: usize = 360;
@@ -94,25 +93,5 @@ impl Samples {
             .get(&(database.to_string(), queue.to_string()))
             .map(|kept| kept.iter().copied().collect())
             .unwrap_or_default()
-    }
-}
-
-/// Samples every served database at each interval, one database after the
-/// other (the sampler never needs more than one connection at a time).
-pub async fn run(app: Arc<App>) {
-    let mut ticks = tokio::time::interval(app.samples.interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        let Ok(databases) = app.databases.served().await else {
-            continue;
-        };
-        for database in databases {
-            if let Ok(client) = app.databases.client(&database).await {
-                if let Ok(rows) = stats::fetch(&client).await {
-                    app.samples.record(&database, &rows);
-                }
-            }
-        }
     }
 }

@@ -13,13 +13,14 @@ use rand::RngCore;
 use sha2::Sha256;
 
 use crate::failure::Failure;
-use crate::state::App;
 
 const SESSION_COOKIE: &str = "queue_web_session";
 const TOKEN_COOKIE: &str = "queue_web_token";
 
 pub struct Security {
     token: Option<String>,
+    /// --read-only: no action is shown, and every POST is refused.
+    pub read_only: bool,
     /// Signs the sessions' CSRF tokens; new at every start.
     key: [u8; 32],
 }
@@ -29,10 +30,14 @@ pub struct Security {
 pub struct Session(pub String);
 
 impl Security {
-    pub fn new(token: Option<String>) -> Security {
+    pub fn new(token: Option<String>, read_only: bool) -> Security {
         let mut key = [0; 32];
         rand::thread_rng().fill_bytes(&mut key);
-        Security { token, key }
+        Security {
+            token,
+            read_only,
+            key,
+        }
     }
 
     fn mac(&self) -> SimpleHmac<Sha256> {
@@ -101,8 +106,11 @@ fn set_cookie(name: &str, value: &str) -> HeaderValue {
 }
 
 /// Every request passes here first.
-pub async fn guard(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
-    let security = &app.security;
+pub async fn guard(
+    State(security): State<Arc<Security>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     if security.token.is_some() {
         let bearer = request
             .headers()
@@ -131,7 +139,7 @@ pub async fn guard(State(app): State<Arc<App>>, mut request: Request, next: Next
             return with_safety_headers(response);
         }
     }
-    if app.read_only && request.method() != Method::GET && request.method() != Method::HEAD {
+    if security.read_only && request.method() != Method::GET && request.method() != Method::HEAD {
         let refused = Failure::Forbidden("queue-web runs --read-only: no actions".into());
         return with_safety_headers(refused.into_response());
     }

@@ -1,16 +1,18 @@
-//! What every request shares.
+//! What every request shares, and the sampler that keeps its counts.
+
+use std::sync::Arc;
 
 use crate::args::Args;
 use crate::databases::Databases;
 use crate::masking::mask_password;
 use crate::samples::Samples;
 use crate::security::Security;
+use crate::stats;
 
 pub struct App {
     pub databases: Databases,
     pub samples: Samples,
-    pub security: Security,
-    pub read_only: bool,
+    pub security: Arc<Security>,
     /// --database-url without its password, for the pages' footer.
     pub shown_url: String,
 }
@@ -20,9 +22,28 @@ impl App {
         Ok(App {
             databases: Databases::new(&args.database_url, args.statement_timeout)?,
             samples: Samples::new(args.sample_interval),
-            security: Security::new(args.token.clone()),
-            read_only: args.read_only,
+            security: Arc::new(Security::new(args.token.clone(), args.read_only)),
             shown_url: mask_password(&args.database_url),
         })
+    }
+}
+
+/// Samples every served database at each interval, one database after the
+/// other (the sampler never needs more than one connection at a time).
+pub async fn sample_forever(app: Arc<App>) {
+    let mut ticks = tokio::time::interval(app.samples.interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Ok(databases) = app.databases.served().await else {
+            continue;
+        };
+        for database in databases {
+            if let Ok(client) = app.databases.client(&database).await {
+                if let Ok(rows) = stats::fetch(&client).await {
+                    app.samples.record(&database, &rows);
+                }
+            }
+        }
     }
 }

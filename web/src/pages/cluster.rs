@@ -155,7 +155,7 @@ pub async fn show(
             fresh,
             sample_secs => app.samples.interval.as_secs(),
             shown_url => app.shown_url,
-            read_only => app.read_only,
+            read_only => app.security.read_only,
         },
     ))
 }

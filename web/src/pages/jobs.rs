@@ -248,7 +248,7 @@ pub async fn show(
             group_key => field("group_key"),
             note => note.text(),
             csrf => app.security.csrf_token(&session),
-            read_only => app.read_only,
+            read_only => app.security.read_only,
             shown_url => app.shown_url,
         },
     ))

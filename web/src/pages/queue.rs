@@ -210,7 +210,7 @@ pub async fn show(
             statuses => STATUSES,
             note => note.text(),
             csrf => app.security.csrf_token(&session),
-            read_only => app.read_only,
+            read_only => app.security.read_only,
             shown_url => app.shown_url,
         },
     ))
