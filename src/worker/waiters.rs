@@ -231,7 +231,7 @@ impl Target {
 }
 
 /// What the current transaction made claimable, for its commit.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Note {
     /// `jobs` jobs of a queue, due at `at`.
     Due { queue: i32, jobs: usize, at: i64 },
@@ -240,6 +240,8 @@ enum Note {
     All { queue: i32 },
     /// Jobs finished: a limit or an ordered group may let others go.
     Finished { jobs: usize },
+    /// Too many notes to keep: every waiter of the database looks again.
+    Everyone,
 }
 
 thread_local! {
@@ -264,6 +266,9 @@ fn note(new: Note) {
     NOTES.with(|notes| {
         let mut notes = notes.borrow_mut();
         for old in notes.iter_mut() {
+            if *old == Note::Everyone {
+                return;
+            }
             match (old, new) {
                 (
                     Note::Due { queue, jobs, at },
@@ -278,7 +283,7 @@ fn note(new: Note) {
                 }
                 (Note::All { queue }, Note::All { queue: q }) if *queue == q => return,
                 (Note::Finished { jobs }, Note::Finished { jobs: more }) => {
-                    *jobs += more;
+                    *jobs = jobs.saturating_add(more);
                     return;
                 }
                 _ => {}
@@ -289,7 +294,7 @@ fn note(new: Note) {
         if notes.len() < 16 {
             notes.push(new);
         } else {
-            notes.push(Note::Finished { jobs: usize::MAX });
+            *notes = vec![Note::Everyone];
         }
     });
 }
@@ -350,9 +355,8 @@ fn at_commit(database: pg_sys::Oid) {
                 wake(database, Target::Queue(queue), Some(jobs), at.max(1))
             }
             Note::All { queue } => wake(database, Target::Queue(queue), None, now),
-            // (too many notes) every waiter of the database looks again
-            Note::Finished { jobs: usize::MAX } => wake(database, Target::Any, None, now),
             Note::Finished { jobs } => wake(database, Target::Held, Some(jobs), now),
+            Note::Everyone => wake(database, Target::Any, None, now),
         }
     }
 }

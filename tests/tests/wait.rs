@@ -106,6 +106,45 @@ fn a_commit_wakes_a_waiter_and_an_uncommitted_or_rolled_back_enqueue_does_not() 
 }
 
 #[test]
+fn a_transaction_with_more_notes_than_are_kept_commits_and_wakes_every_waiter() {
+    // Enqueues into 40 queues and a completion in one transaction: more
+    // notes than a transaction keeps (16), so its commit wakes every
+    // waiter of the database instead (once, however many notes follow).
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "SELECT queue_create('many' || g) FROM generate_series(1, 40) g;
+             SELECT queue_create('done');
+             SELECT queue_enqueue('done', '{}');",
+        )
+        .unwrap();
+    let job = claim(&mut admin, "done", 1).remove(0);
+    let first = waiter(&cluster, "many1", LONG);
+    let last = waiter(&cluster, "many40", LONG);
+    until_waiting(&mut admin, 2);
+    admin
+        .batch_execute(&format!(
+            "BEGIN;
+             SELECT queue_enqueue('many' || g, '{{}}') FROM generate_series(1, 40) g;
+             SELECT queue_enqueue('many' || g, '{{}}') FROM generate_series(1, 40) g;
+             SELECT queue_complete({}, '{}');
+             SELECT queue_complete_batch(ARRAY[{}]::bigint[], ARRAY['{}']::uuid[]);
+             COMMIT;",
+            job.0, job.1, job.0, job.1
+        ))
+        .unwrap();
+    assert!(ready(first));
+    assert!(ready(last));
+    let enqueued: i64 = one(
+        &mut admin,
+        "SELECT count(*) FROM queue_jobs WHERE queue LIKE 'many%'",
+        &[],
+    );
+    assert_eq!(enqueued, 80);
+}
+
+#[test]
 fn retry_resume_a_failed_attempt_an_expired_lease_and_run_at_wake_waiters() {
     let cluster = Cluster::start();
     let mut admin = cluster.connect();
