@@ -441,7 +441,8 @@ peer_round() {
         ! npm ci --prefix bench/peers --no-audit --no-fund > "$WORK/npm.out" 2>&1; then
         na "$item" "npm ci --prefix bench/peers: $(tail -1 "$WORK/npm.out")"; return 1
     fi
-    DB=postgres sql -c "DROP DATABASE IF EXISTS $side" -c "CREATE DATABASE $side" > /dev/null
+    DB=postgres sql -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $side" \
+        -c "CREATE DATABASE $side" > /dev/null
     settle
     if ! rate=$(node "bench/peers/$script" "postgresql://postgres@/$side?host=$DIR&port=$PORT" \
         "$DRAIN_JOBS" 2>> "$OUT/bench-errors.log"); then

@@ -96,6 +96,8 @@ statements! {
         status: TEXTOID, leases: UUIDARRAYOID) -> (id);
     FINISH = "finish.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
         status: TEXTOID) -> (id);
+    FINISH_LOCKED = "finish_locked.sql" + "into_history.sql" (ids: INT8ARRAYOID,
+        at: TIMESTAMPTZOID, status: TEXTOID, worker: TEXTOID) -> (id);
     FAIL_LOCK = "fail_lock.sql" (id: INT8OID, lease: UUIDOID)
         -> (attempts, max_attempts, backoff, retry_delay, max_retry_delay, has_sender, queue_id);
     FAIL_RETRY = "fail_retry.sql" (id: INT8OID, run_at: TIMESTAMPTZOID, state: TEXTOID,

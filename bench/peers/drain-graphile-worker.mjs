@@ -27,10 +27,12 @@ await runMigrations({ connectionString, logger });
 const client = new pg.Client({ connectionString });
 await client.connect();
 await client.query("DELETE FROM graphile_worker._private_jobs");
-// a transaction per 10,000 jobs, through graphile-worker's own add_job
+// 10,000 jobs a statement, through graphile-worker's own add_jobs
 for (let added = 0; added < n; added += 10000) {
   await client.query(
-    "SELECT graphile_worker.add_job('noop', json_build_object('n', g)) FROM generate_series($1::int, $2::int) g",
+    `SELECT count(*) FROM graphile_worker.add_jobs(array(
+         SELECT ('noop', json_build_object('n', g), NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec
+           FROM generate_series($1::int, $2::int) g))`,
     [added + 1, Math.min(n, added + 10000)],
   );
 }

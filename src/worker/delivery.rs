@@ -233,7 +233,7 @@ impl Delivery {
             round.claimed += claimed.jobs;
             round.batches += 1;
             // (a limit that kept jobs back has room again once these end)
-            round.more |= claimed.jobs == size || claimed.held_back;
+            round.more |= claimed.full || claimed.held_back;
         }
         round
     }

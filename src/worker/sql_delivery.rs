@@ -107,13 +107,13 @@ fn deliver_some(session: &Session, queue_id: i32, batch: Vec<InFlight>) -> (Vec<
                 .iter()
                 .map(|(id, _)| (*id, problem.clone(), false))
                 .collect();
-            let tally = record(session, Vec::new(), failed, &lease_of);
+            let tally = record(session, Taken::Claimed, Vec::new(), failed, &lease_of);
             return (Vec::new(), tally);
         }
         Check::Ready(sender) => sender.prepare(),
     };
     let calls = call_each(&mut sender, &locked);
-    let tally = record(session, calls.delivered, calls.failed, &lease_of);
+    let tally = record(session, Taken::Claimed, calls.delivered, calls.failed, &lease_of);
     let left = locked[calls.done..]
         .iter()
         .map(|(id, _)| InFlight {
@@ -124,10 +124,21 @@ fn deliver_some(session: &Session, queue_id: i32, batch: Vec<InFlight>) -> (Vec<
     (left, tally)
 }
 
+/// How the jobs of a batch were taken.
+#[derive(Clone, Copy, PartialEq)]
+enum Taken {
+    /// Claimed in an earlier transaction, the attempt counted there.
+    Claimed,
+    /// Locked by this transaction (jobs::lock_next), nothing written.
+    Locked,
+}
+
 /// The outcomes of a transaction's calls: delivered jobs succeed, failed
 /// ones follow their queue's retry policy (QU001: straight to failed).
+/// (The failed jobs of a locked batch have had their attempt counted.)
 fn record(
     session: &Session,
+    taken: Taken,
     delivered: Vec<i64>,
     failed: Vec<(i64, String, bool)>,
     lease_of: &dyn Fn(i64) -> Uuid,
@@ -139,7 +150,12 @@ fn record(
     };
     session.tables(|client| {
         if !delivered.is_empty() {
-            jobs::succeed(client, delivered);
+            match taken {
+                Taken::Claimed => {
+                    jobs::succeed(client, delivered);
+                }
+                Taken::Locked => jobs::succeed_locked(client, delivered, WORKER_NAME),
+            }
         }
         for (id, message, permanent) in &failed {
             let failed = jobs::fail(client, *id, lease_of(*id), message, None, *permanent, false);
@@ -235,11 +251,12 @@ fn login_settings(client: &mut pgrx::spi::SpiClient<'_>, role: Oid) -> Vec<Strin
     .collect()
 }
 
-/// What a batch claimed: how many jobs, and whether a limit of the queue
-/// kept some back.
+/// What a batch took: how many jobs, whether as many as it asked for (more
+/// may be due), and whether a limit of the queue kept some back.
 #[derive(Default)]
 pub struct Claimed {
     pub jobs: usize,
+    pub full: bool,
     pub held_back: bool,
 }
 
@@ -261,16 +278,13 @@ pub fn claim_and_deliver(
             return (Claimed::default(), Vec::new(), Tally::default());
         };
         if batches::unconstrained(&queue) {
-            let (jobs, tally) = deliver_locked(session, slot, &queue, size);
-            let claimed = Claimed {
-                jobs,
-                held_back: false,
-            };
+            let (claimed, tally) = deliver_locked(session, slot, &queue, size);
             return (claimed, Vec::new(), tally);
         }
         let claim = session.tables(|c| batches::claim_for_worker(c, &queue, size, false));
         let claimed = Claimed {
             jobs: claim.jobs.len(),
+            full: claim.jobs.len() == size,
             held_back: claim.held_back,
         };
         let batch = claim
@@ -296,8 +310,8 @@ pub fn claim_and_deliver(
 /// (suspects.rs), the sender called for each, the jobs delivered deleted,
 /// an attempt counted for each that failed. Jobs left uncalled once the
 /// sender's writes fill the commit (WRITES_PER_COMMIT) stay ready, for the
-/// next batch. Returns how many jobs were locked.
-fn deliver_locked(session: &Session, slot: usize, queue: &Queue, size: usize) -> (usize, Tally) {
+/// next batch.
+fn deliver_locked(session: &Session, slot: usize, queue: &Queue, size: usize) -> (Claimed, Tally) {
     let size = if WRITING.with(|w| w.borrow().contains(&queue.id)) {
         size.min(WRITES_PER_COMMIT)
     } else {
@@ -309,14 +323,19 @@ fn deliver_locked(session: &Session, slot: usize, queue: &Queue, size: usize) ->
             .map(|job| (job.id, job.job))
             .collect()
     });
+    let claimed = Claimed {
+        jobs: locked.len(),
+        full: locked.len() == size,
+        held_back: false,
+    };
     if locked.is_empty() {
-        return (0, Tally::default());
+        return (claimed, Tally::default());
     }
     suspects::write(slot, &locked.iter().map(|(id, _)| *id).collect::<Vec<_>>());
     let (check, _) = session.tables(|c| check_sender(c, queue.id));
     let (delivered, failed) = match check {
         // (gone meanwhile: the jobs stay as they are)
-        Check::NoSender => return (locked.len(), Tally::default()),
+        Check::NoSender => return (claimed, Tally::default()),
         Check::Refused(problem) => {
             let failed = locked
                 .iter()
@@ -348,8 +367,8 @@ fn deliver_locked(session: &Session, slot: usize, queue: &Queue, size: usize) ->
         .into_iter()
         .filter(|(id, _, _)| leases.contains_key(id))
         .collect();
-    let tally = record(session, delivered, failed, &|id| leases[&id]);
-    (locked.len(), tally)
+    let tally = record(session, Taken::Locked, delivered, failed, &|id| leases[&id]);
+    (claimed, tally)
 }
 
 /// What the calls of one transaction gave.
@@ -392,12 +411,10 @@ fn call_each(sender: &mut Prepared, jobs: &[(i64, Jsonb)]) -> Calls {
 /// `recover_one`.
 pub fn mark_suspects(session: &Session) {
     let left = suspects::left();
-    let ids = left.ids.clone();
-    if ids.is_empty() {
-        left.forget();
-        return;
+    if !left.ids.is_empty() {
+        let ids = left.ids.clone();
+        session::transaction(|| session.tables(|c| jobs::count_attempts(c, ids, WORKER_NAME)));
     }
-    session::transaction(|| session.tables(|c| jobs::count_attempts(c, ids, WORKER_NAME)));
     left.forget();
 }
 

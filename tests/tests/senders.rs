@@ -102,6 +102,18 @@ fn a_thousand_jobs_are_delivered_exactly_once() {
         (row.get(0), row.get::<_, i32>(1) as i64)
     };
     assert_eq!((who.as_str(), attempts), ("mailer", 1));
+    // history says what the sender was told: attempt 1, by the worker
+    let recorded: Vec<(i32, Option<String>, i64)> = client
+        .query(
+            "SELECT attempts, worker, count(*) FROM queue_jobs WHERE queue = 'e2e'
+              GROUP BY 1, 2",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(recorded, [(1, Some("queue worker".to_string()), 1000)]);
     let (sender, delivered): (Option<String>, i64) = {
         let row = client
             .query_one(
