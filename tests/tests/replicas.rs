@@ -498,8 +498,7 @@ fn a_point_in_time_recovery_keeps_jobs_and_recovers_those_in_flight() {
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
             &[],
         ) == 1
-            && one::<String>(&mut admin, "SELECT status FROM queue_job($1)", &[&slow])
-                == "pending"
+            && one::<String>(&mut admin, "SELECT status FROM queue_job($1)", &[&slow]) == "pending"
             && receiver.seen("/pitr").len() == 3
     });
     admin
