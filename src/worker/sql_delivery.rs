@@ -113,7 +113,13 @@ fn deliver_some(session: &Session, queue_id: i32, batch: Vec<InFlight>) -> (Vec<
         Check::Ready(sender) => sender.prepare(),
     };
     let calls = call_each(&mut sender, &locked);
-    let tally = record(session, Taken::Claimed, calls.delivered, calls.failed, &lease_of);
+    let tally = record(
+        session,
+        Taken::Claimed,
+        calls.delivered,
+        calls.failed,
+        &lease_of,
+    );
     let left = locked[calls.done..]
         .iter()
         .map(|(id, _)| InFlight {
