@@ -133,18 +133,20 @@ pub fn require_cached(client: &mut SpiClient<'_>, name: &str) -> Result<Queue, Q
     Ok(queue)
 }
 
-/// The queue with id `id`, from this backend's cache when it can; None
-/// when it is gone. (The caller has accepted invalidations.)
-pub fn cached_by_id(client: &mut SpiClient<'_>, id: i32) -> Option<Queue> {
-    let cached = CACHE.with(|c| {
+/// The queue with id `id` if this backend has it cached (no statement, no
+/// SPI connection: complete_one.rs asks on every call). The caller has
+/// accepted invalidations.
+pub fn cached_by_id(id: i32) -> Option<Queue> {
+    CACHE.with(|c| {
         let c = c.borrow();
         c.names
             .get(&id)
             .and_then(|name| c.by_name.get(name).cloned())
-    });
-    if cached.is_some() {
-        return cached;
-    }
+    })
+}
+
+/// The queue with id `id`, looked up and cached; None when it is gone.
+pub fn find_by_id(client: &mut SpiClient<'_>, id: i32) -> Option<Queue> {
     let row = db::run(client, &queries::FIND_QUEUE_BY_ID, args![id = id]).first()?;
     let queue = Queue::of_row(&row, row.value("name"));
     db::forget_with_extension(forget_all);

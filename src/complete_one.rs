@@ -158,7 +158,9 @@ pub fn complete(id: i64, lease: Uuid) -> Option<bool> {
 /// Whether queue `queue_id` keeps history (catalog.rs's cache of queues);
 /// None when it is gone.
 fn keeps_history(queue_id: i32) -> Option<bool> {
-    db::with_tables(|client| catalog::cached_by_id(client, queue_id)).map(|q| q.keeps_history)
+    catalog::cached_by_id(queue_id)
+        .or_else(|| db::with_tables(|client| catalog::find_by_id(client, queue_id)))
+        .map(|q| q.keeps_history)
 }
 
 /// The tables opened and locked for one call, as they are now: a change

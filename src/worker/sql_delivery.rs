@@ -303,8 +303,11 @@ pub fn claim_and_deliver(
             .collect();
         (claimed, batch, Tally::default())
     });
-    // (a batch delivered in its transaction has committed)
-    suspects::clear(slot);
+    // (jobs taken and none claimed first: deliver_locked wrote their ids
+    // down, and their transaction has committed)
+    if claimed.jobs > 0 && claimed_first.is_empty() {
+        suspects::clear(slot);
+    }
     session::report_stat();
     tally.note(slot);
     deliver(session, slot, queue_id, claimed_first);
