@@ -675,6 +675,7 @@ table() {
     row "4c | the same claim, then 100 queue_complete calls in that statement (per-call cost; pgmq: as in 4)" "jobs/s" 4c 4 pgmq 4
     row "5 | worker drain of $(fmt "$DRAIN_JOBS") jobs, no-op sender (pgmq: best consumer, $best_pgmq)" "jobs/s" 5 "$best_pgmq" pgmq 4
     row "5′ | the same drain (pgmq: one consumer connection, read(100) + delete)" "jobs/s" 5 5p pgmq 4
+    row "5a | 5's drain, a day of history kept (pgmq: 4a's consumer, read(100) + archive)" "jobs/s" 5 4a pgmq ""
     row "5n | the same drain, retention 0 (nothing kept, as pgmq's delete and the ceiling; pgmq: best consumer, $best_pgmq)" "jobs/s" 5n "$best_pgmq" pgmq 4
     row "5g | 5n's drain from a queue with 10,000 groups (peer: 5n)" "jobs/s" 5g 5n queue 4
     row "5w | 5n's drain against graphile-worker $GRAPHILE_VERSION (concurrency 10, localQueue 500, completeJobBatchDelay 0; deletes each job done)" "jobs/s" 5n 5w graphile 4

@@ -20,6 +20,8 @@
 # and at half of the peak (the default).
 #
 # Settings (environment): SOAK_SECS, SOAK_HOLD_SECS, SOAK_SAMPLE, SOAK_MERGE,
+# SOAK_CONSUMERS (4: connections that claim and complete), SOAK_RETENTION
+# (queue's succeeded jobs kept: '1 day', the default; '0' keeps none),
 # SOAK_RATE (jobs/s; default: half the peak measured first), SOAK_SIDES
 # ("queue pgmq"), SOAK_BACKLOG (jobs waiting at the start: 20 s of the rate),
 # SOAK_UPKEEP_INTERVAL (queue.upkeep_interval for the worker; default: the
@@ -32,6 +34,8 @@ SECS=${SOAK_SECS:-600}
 HOLD=${SOAK_HOLD_SECS:-300}
 SAMPLE=${SOAK_SAMPLE:-10}
 SIDES=${SOAK_SIDES:-queue pgmq}
+CONSUMERS=${SOAK_CONSUMERS:-4}
+RETENTION=${SOAK_RETENTION:-1 day}
 PLOT=${SOAK_PLOT-bench/soak.png}
 DOC=${SOAK_DOC-BENCHMARKS.md}
 PGMQ_INSTALL=${PGMQ_INSTALL:-target/debug/pgmq-install}
@@ -65,7 +69,7 @@ fi
 
 # ---------------------------------------------------------------- set-up
 sql -c "CREATE DATABASE soak_queue" -c "CREATE DATABASE soak_pgmq"
-DB=soak_queue sql -c "CREATE EXTENSION queue" -c "SELECT queue_create('soak')" > /dev/null
+DB=soak_queue sql -c "CREATE EXTENSION queue" -c "SELECT queue_create('soak', retention => '$RETENTION')" > /dev/null
 "$PGMQ_INSTALL" "$DIR" "$PORT" soak_pgmq > "$WORK/pgmq-version"
 DB=soak_pgmq sql -c "SELECT pgmq.create('soak')" > /dev/null
 
@@ -222,7 +226,7 @@ soak() {  # SIDE
     started[$side]=$start
     DB=soak_$side pgb -c 2 -j 1 -R "$RATE" -T "$SECS" -f "${side}_produce.sql" > "$WORK/producer.out" 2>&1 &
     producer=$!
-    DB=soak_$side pgb -c 4 -j 2 -R $((RATE * 2)) -T "$SECS" -D phase=0 -l --log-prefix=lat \
+    DB=soak_$side pgb -c "$CONSUMERS" -j "$(( CONSUMERS < 2 ? 1 : 2 ))" -R $((RATE * 2)) -T "$SECS" -D phase=0 -l --log-prefix=lat \
         -f "${side}_consume.sql" > "$WORK/consumer.out" 2>&1 &
     consumer=$!
     prev_done=$(DB=soak_$side sql -c "$(done_sql "$side")")
@@ -295,7 +299,7 @@ summary() {
         done
     done
     echo
-    echo "(medians of the ${SAMPLE}-s samples; \"history\" is queue_done, the succeeded jobs kept for the queue's retention of 1 day, $(awk -F, '$1 == "queue" { h = $9 } END { printf "%.1f MB", h / 1048576 }' "$SERIES") at the end; pgmq deletes its messages (nothing archived))"
+    echo "(medians of the ${SAMPLE}-s samples; \"history\" is queue_done, the succeeded jobs kept for the queue's retention of $RETENTION, $(awk -F, '$1 == "queue" { h = $9 } END { printf "%.1f MB", h / 1048576 }' "$SERIES") at the end; pgmq deletes its messages (nothing archived))"
 }
 echo
 summary | tee "$OUT/$TAG-summary.md"
@@ -359,7 +363,7 @@ fi
 if [ -n "$DOC" ]; then
     {
         echo
-        echo "- run: $(date -u '+%Y-%m-%d %H:%M UTC'), $SECS s per side at $RATE jobs/s (producers: 2 connections, single enqueues; consumers: 4 connections, claim one job then complete it), snapshot held for the last $HOLD s, a sample every $SAMPLE s; upkeep on queue's side: $UPKEEP"
+        echo "- run: $(date -u '+%Y-%m-%d %H:%M UTC'), $SECS s per side at $RATE jobs/s (producers: 2 connections, single enqueues; consumers: $CONSUMERS connections, claim one job then complete it), snapshot held for the last $HOLD s, a sample every $SAMPLE s; upkeep on queue's side: $UPKEEP"
         echo "- machine: $(nproc) cores, $(free -g | awk '/^Mem:/ { print $2 }') GiB; load average before: $load_before, after: $load_after; $(DB=soak_queue sql -c "SELECT version()" | sed 's/ on .*//'), fsync and synchronous_commit on; queue: $build; pgmq $(sed 's/^pgmq //' "$WORK/pgmq-version")"
         if [ -n "${SOAK_MERGE:-}" ]; then
             echo "- the sides other than $SIDES: from $merged_from, at the same rate (SOAK_MERGE)"

@@ -367,11 +367,17 @@ fn deliver_locked(session: &Session, slot: usize, queue: &Queue, size: usize) ->
     };
     // a failed attempt counts, and is then recorded as for a claimed job
     // (one that the sender itself moved on is left as it is)
-    let failed_ids = failed.iter().map(|(id, _, _)| *id).collect();
-    let leases: HashMap<i64, Uuid> = session
-        .tables(|c| jobs::count_attempts(c, failed_ids, WORKER_NAME))
-        .into_iter()
-        .collect();
+    // (no statement when all went well: in a worker's first round, each
+    // statement is planned anew)
+    let failed_ids: Vec<i64> = failed.iter().map(|(id, _, _)| *id).collect();
+    let leases: HashMap<i64, Uuid> = if failed_ids.is_empty() {
+        HashMap::new()
+    } else {
+        session
+            .tables(|c| jobs::count_attempts(c, failed_ids, WORKER_NAME))
+            .into_iter()
+            .collect()
+    };
     let failed = failed
         .into_iter()
         .filter(|(id, _, _)| leases.contains_key(id))

@@ -10,7 +10,11 @@
 //! sender's `deliveries` table; in the bursts, whose transactions stay open
 //! until all are ready, from the moment the client sent the COMMIT):
 //!
-//!   baseline    one job in one database at a time, with a worker slot free
+//!   baseline    one job in one database at a time, with a worker slot free;
+//!               each cold worker's CPU from its start until its job is
+//!               recorded, against a fresh connection running one statement
+//!               (the bare start), whose CPU gives each burst its limit:
+//!               2 × databases × bare start ÷ cores
 //!   burst       one job in every database, committed at (nearly) the same time
 //!   steady      every database gets a job every BENCH_STEADY_PERIOD s
 //!   after idle  the burst again, once every worker has exited idle
@@ -377,6 +381,9 @@ struct Phase {
     last_called_us: Option<i64>,
     notes: Vec<String>,
     job_list: Vec<Job>,
+    /// Baseline only: each cold worker's CPU from its start until its job
+    /// was delivered and recorded (ms, sorted).
+    worker_cpu_ms: Vec<f64>,
 }
 
 /// Reads the phase's jobs back from every database's deliveries.
@@ -391,6 +398,7 @@ fn collect(name: &str, clients: &mut [Client], jobs: &[Job]) -> Phase {
         last_called_us: None,
         notes: Vec::new(),
         job_list: jobs.to_vec(),
+        worker_cpu_ms: Vec::new(),
     };
     for (db, js) in by_db(jobs) {
         phase.databases += 1;
@@ -461,6 +469,7 @@ fn baseline(s: &Settings, clients: &mut [Client], monitor: &mut Client, settled:
     let mut jobs = Vec::new();
     let mut used = HashSet::new();
     let (mut no_slot, mut warm) = (0, 0);
+    let mut life_cpu_ms = Vec::new();
     for r in 0..reps {
         // The first job finds no worker at all (after the settle wait);
         // later ones a free slot, the earlier databases' workers still idle.
@@ -486,7 +495,8 @@ fn baseline(s: &Settings, clients: &mut [Client], monitor: &mut Client, settled:
             .clone()
             .find(|&i| !used.contains(&i) && !has_worker(i))
             .unwrap_or_else(|| spread.clone().find(|i| !used.contains(i)).unwrap());
-        if has_worker(db) {
+        let warm_now = has_worker(db);
+        if warm_now {
             warm += 1;
         }
         used.insert(db);
@@ -497,6 +507,11 @@ fn baseline(s: &Settings, clients: &mut [Client], monitor: &mut Client, settled:
         };
         jobs.push(job);
         let missed = wait_delivered(clients, &[job], s.deadline, Duration::from_millis(20));
+        if missed == 0 && !warm_now {
+            if let Some(ms) = worker_cpu_ms(monitor, &s.tenant(db)) {
+                life_cpu_ms.push(ms);
+            }
+        }
         progress!(
             "baseline {}/{reps}: {} {}",
             r + 1,
@@ -513,6 +528,8 @@ fn baseline(s: &Settings, clients: &mut [Client], monitor: &mut Client, settled:
         clients,
         &jobs,
     );
+    life_cpu_ms.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    phase.worker_cpu_ms = life_cpu_ms;
     phase.notes.push(format!(
         "baseline: {reps} jobs in {reps} databases one after the other, each committed while its database had no worker and a slot was free{}{}",
         if settled { "" } else { "; **no worker-free moment was reached before the first one** (see set-up)" },
@@ -676,6 +693,38 @@ fn steady(s: &Settings, clients: &mut [Client]) -> Phase {
         workers_note(&samples)
     ));
     phase
+}
+
+/// The CPU of `database`'s worker since it started (ms), read once it has
+/// had time to record its delivery and go idle, before its first upkeep a
+/// second in (None: no worker there).
+fn worker_cpu_ms(monitor: &mut Client, database: &str) -> Option<f64> {
+    thread::sleep(Duration::from_millis(300));
+    let pid: i32 = monitor
+        .query_opt(
+            "SELECT pid FROM queue_workers WHERE database = $1 AND pid IS NOT NULL",
+            &[&database],
+        )
+        .unwrap()?
+        .get(0);
+    cpu_ns(pid).map(|ns| ns as f64 / 1e6)
+}
+
+/// What any new backend costs: a fresh connection to each of `databases`
+/// that runs one statement, its server process's CPU from its start until
+/// that statement has answered (ms, sorted). Measured in the same run as
+/// the workers, on the same cluster.
+fn bare_start_cpu_ms(s: &Settings, databases: &[String]) -> Vec<f64> {
+    let mut out: Vec<f64> = databases
+        .iter()
+        .filter_map(|db| {
+            let mut c = s.connect(db);
+            let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+            cpu_ns(pid).map(|ns| ns as f64 / 1e6)
+        })
+        .collect();
+    out.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    out
 }
 
 /// utime + stime of a process, in clock ticks.
@@ -911,23 +960,50 @@ fn schedules(s: &Settings, clients: &mut [Client], monitor: &mut Client) -> Stri
 
 // ------------------------------------------------------------------ report
 
-fn table(phases: &[Phase]) -> String {
+/// A cold worker's whole first round against a bare backend's start.
+fn first_round_note(worker: &[f64], bare: &[f64]) -> String {
+    let range = |v: &[f64]| match (v.first(), v.last()) {
+        (Some(a), Some(b)) => format!("{a:.1} to {b:.1}"),
+        _ => "–".into(),
+    };
+    let (w, b) = (percentile(worker, 50.0), percentile(bare, 50.0));
+    format!(
+        "first round: a cold worker's CPU (/proc/PID/schedstat) from its start until its one job was delivered and recorded: median {} ms ({} ms, {} workers of the baseline); a fresh connection running one statement: median {} ms ({} ms, {} connections); worker / bare start {}",
+        ms(w),
+        range(worker),
+        worker.len(),
+        ms(b),
+        range(bare),
+        bare.len(),
+        ratio(w, b)
+    )
+}
+
+/// `bare_ms`: a fresh backend's CPU (median, ms). A burst (every database
+/// at once) gets a limit: twice what N fresh backends cost on this
+/// machine's cores, the least any per-database worker can take.
+fn table(phases: &[Phase], bare_ms: Option<f64>) -> String {
+    let cores = thread::available_parallelism().map_or(1, |c| c.get()) as f64;
     let base = &phases[0];
     let (b50, b99) = (
         percentile(&base.latencies_ms, 50.0),
         percentile(&base.latencies_ms, 99.0),
     );
     let mut out = String::from(
-        "| phase | databases | jobs | delivered | duplicates | p50 ms | p99 ms | max ms | p50 / baseline | p99 / baseline |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
+        "| phase | databases | jobs | delivered | duplicates | p50 ms | p99 ms | max ms | p50 / baseline | p99 / baseline | limit ms: 2 × databases × bare start ÷ cores | p99 / limit |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for p in phases {
         let (p50, p99) = (
             percentile(&p.latencies_ms, 50.0),
             percentile(&p.latencies_ms, 99.0),
         );
+        let all_at_once = p.name.starts_with("burst") || p.name.starts_with("after idle");
+        let limit = bare_ms
+            .filter(|_| all_at_once)
+            .map(|b| 2.0 * p.databases as f64 * b / cores);
         out += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             p.name,
             p.databases,
             p.jobs,
@@ -937,7 +1013,9 @@ fn table(phases: &[Phase]) -> String {
             ms(p99),
             ms(p.latencies_ms.last().copied()),
             ratio(p50, b50),
-            ratio(p99, b99)
+            ratio(p99, b99),
+            ms(limit),
+            ratio(p99, limit)
         );
     }
     out
@@ -993,6 +1071,19 @@ fn main() {
     progress!("baseline");
     phases.push(baseline(&s, &mut clients, &mut monitor, settled.is_some()));
 
+    // as many fresh connections as cold workers, to databases that had
+    // none of the baseline's workers
+    let cold = phases[0].worker_cpu_ms.len().max(1);
+    let others: Vec<String> = (0..s.n)
+        .rev()
+        .filter(|&i| phases[0].job_list.iter().all(|j| j.db != i))
+        .take(cold)
+        .map(|i| s.tenant(i))
+        .collect();
+    let bare = bare_start_cpu_ms(&s, &others);
+    let bare_ms = percentile(&bare, 50.0);
+    notes.push(first_round_note(&phases[0].worker_cpu_ms, &bare));
+
     progress!("burst");
     phases.push(burst(
         &s,
@@ -1044,7 +1135,7 @@ fn main() {
             .unwrap()
             .get::<_, String>(0)
     );
-    print!("{}", table(&phases));
+    print!("{}", table(&phases, bare_ms));
     println!();
     for note in notes {
         println!("- {note}");
