@@ -384,6 +384,8 @@ struct Phase {
     /// Baseline only: each cold worker's CPU from its start until its job
     /// was delivered and recorded (ms, sorted).
     worker_cpu_ms: Vec<f64>,
+    /// A burst: every database's job committed at once (it gets a limit).
+    all_at_once: bool,
 }
 
 /// Reads the phase's jobs back from every database's deliveries.
@@ -399,6 +401,7 @@ fn collect(name: &str, clients: &mut [Client], jobs: &[Job]) -> Phase {
         notes: Vec::new(),
         job_list: jobs.to_vec(),
         worker_cpu_ms: Vec::new(),
+        all_at_once: false,
     };
     for (db, js) in by_db(jobs) {
         phase.databases += 1;
@@ -594,6 +597,7 @@ fn burst(s: &Settings, name: &str, clients: &mut [Client]) -> Phase {
     let missed = wait_delivered(clients, &jobs, s.deadline, Duration::from_secs(1));
     let samples = sampler.finish();
     let mut phase = collect(name, clients, &jobs);
+    phase.all_at_once = true;
     let last = phase.last_called_us.map_or("–".into(), |l| {
         format!("{:.1} s", (l - first_commit) as f64 / 1e6)
     });
@@ -998,9 +1002,8 @@ fn table(phases: &[Phase], bare_ms: Option<f64>) -> String {
             percentile(&p.latencies_ms, 50.0),
             percentile(&p.latencies_ms, 99.0),
         );
-        let all_at_once = p.name.starts_with("burst") || p.name.starts_with("after idle");
         let limit = bare_ms
-            .filter(|_| all_at_once)
+            .filter(|_| p.all_at_once)
             .map(|b| 2.0 * p.databases as f64 * b / cores);
         out += &format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
