@@ -148,10 +148,16 @@ pub fn cached_by_id(id: i32) -> Option<Queue> {
 /// The queue with id `id`, looked up and cached; None when it is gone.
 pub fn find_by_id(client: &mut SpiClient<'_>, id: i32) -> Option<Queue> {
     let row = db::run(client, &queries::FIND_QUEUE_BY_ID, args![id = id]).first()?;
-    let queue = Queue::of_row(&row, row.value("name"));
+    Some(cache_row(&row))
+}
+
+/// Caches the queue of a row with find_queue_by_id.sql's columns (also the
+/// worker's sender_queues.sql, so that its claims look no queue up).
+pub fn cache_row(row: &db::Row<'_>) -> Queue {
+    let queue = Queue::of_row(row, row.value("name"));
     db::forget_with_extension(forget_all);
     CACHE.with(|c| c.borrow_mut().keep(&queue));
-    Some(queue)
+    queue
 }
 
 /// Every backend forgets the queues it cached once the current transaction

@@ -141,10 +141,12 @@ statements! {
     WEBHOOK_ALLOW = "webhook_allow.sql" (database: OIDOID) -> (allow);
     SENDER_SIGNATURE = "sender_signature.sql" (function: OIDOID) -> (signature);
     SENDER_QUEUES = "sender_queues.sql" ()
-        -> (id, name, sender, role, batch_size, url, headers, timeout, secret, max_in_flight);
-    SENDER_CHECK = "sender_check.sql" (queue_id: INT4OID)
-        -> (sender, webhook, function, role, role_name, name, max_attempts);
-    LOGIN_SETTINGS = "login_settings.sql" (role: OIDOID, database: OIDOID) -> (setting);
+        -> (id, name, owner, max_attempts, lease, paused, sender, ordered, max_in_flight,
+            group_max_in_flight, rate_limit, rate_window, group_rate_limit, group_rate_window,
+            keeps_history, role, batch_size, url, headers, timeout, secret,
+            webhook_max_in_flight);
+    SENDER_CHECK = "sender_check.sql" (queue_id: INT4OID, database: OIDOID)
+        -> (sender, webhook, function, role, role_name, name, max_attempts, settings);
     DELIVER_LOCK = "deliver_lock.sql" (ids: INT8ARRAYOID, leases: UUIDARRAYOID, queue: TEXTOID,
         max_attempts: INT4OID) -> (id, job);
     LOCK_NEXT = "lock_next.sql" (queue_id: INT4OID, limit: INT4OID, queue: TEXTOID,

@@ -7,6 +7,7 @@ use pgrx::spi::SpiClient;
 use super::shared::SHARED;
 use crate::catalog::{self, Queue};
 use crate::contract::WORKER_NAME;
+use crate::db;
 use crate::jobs;
 use crate::limits;
 
@@ -44,14 +45,16 @@ impl Tally {
     }
 }
 
-/// Queue `queue_id` (`name`) as it stands now, if the worker is to deliver
-/// it: none when it is gone, paused or no longer delivered.
+/// Queue `queue_id` (`name`) as the latest committed change to a queue left
+/// it, if the worker is to deliver it: none when it is gone, paused or no
+/// longer delivered.
 pub fn queue_for_worker(client: &mut SpiClient<'_>, queue_id: i32, name: &str) -> Option<Queue> {
-    let found = match catalog::find(client, name) {
-        Ok(found) => found?,
-        Err(e) => e.raise(),
-    };
-    (found.id == queue_id && !found.paused && found.sender.is_some()).then_some(found)
+    // (the round's sender_queues.sql cached it: no statement, unless a
+    // change to a queue made this backend forget it since)
+    db::accept_invalidations();
+    let found =
+        catalog::cached_by_id(queue_id).or_else(|| catalog::find_by_id(client, queue_id))?;
+    (found.name == name && !found.paused && found.sender.is_some()).then_some(found)
 }
 
 /// Whether a queue's jobs may be delivered in the transaction that takes

@@ -11,6 +11,7 @@
 use super::http::{Http, Webhook};
 use super::session::{self, report_stat, Session};
 use super::sql_delivery;
+use crate::catalog;
 use crate::contract::WORKER_NAME;
 use crate::db::{self, args};
 use crate::gucs;
@@ -246,11 +247,16 @@ fn size_of(queue: &SenderQueue) -> usize {
 
 fn sender_queues(client: &mut pgrx::spi::SpiClient<'_>) -> Vec<SenderQueue> {
     db::run(client, &queries::SENDER_QUEUES, args![])
-        .map(|r| SenderQueue {
-            id: r.value("id"),
-            name: r.value("name"),
-            batch_size: r.value("batch_size"),
-            webhook: Webhook::of_row(&r),
+        .map(|r| {
+            // (kept in this backend's cache of queues: the round's claims
+            // then look no queue up)
+            let queue = catalog::cache_row(&r);
+            SenderQueue {
+                id: queue.id,
+                name: queue.name,
+                batch_size: r.value("batch_size"),
+                webhook: Webhook::of_row(&r),
+            }
         })
         .collect()
 }

@@ -62,7 +62,7 @@ impl Webhook {
                 sign::key_of(&s)
                     .unwrap_or_else(|problem| QueueError::WebhookSecret { problem }.raise())
             }),
-            max_in_flight: row.value::<i32>("max_in_flight").max(1) as usize,
+            max_in_flight: row.value::<i32>("webhook_max_in_flight").max(1) as usize,
         })
     }
 }

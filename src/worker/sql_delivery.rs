@@ -188,14 +188,22 @@ enum Check {
 
 /// Checked again before every transaction of calls: the registering role
 /// may have been dropped or lost EXECUTE, the function dropped, renamed or
-/// made again as another kind (senders::check, as at registration). Also
-/// returns the queue's name and max_attempts, when it still exists.
+/// made again as another kind (senders::check, as at registration), its
+/// login settings changed. Also returns the queue's name and max_attempts,
+/// when it still exists.
 fn check_sender(
     client: &mut pgrx::spi::SpiClient<'_>,
     queue_id: i32,
 ) -> (Check, Option<(String, i32)>) {
-    let Some(row) = db::run(client, &queries::SENDER_CHECK, args![queue_id = queue_id]).first()
-    else {
+    // SAFETY: MyDatabaseId is set when the worker connects to its database
+    // and never changes after.
+    let database = unsafe { pg_sys::MyDatabaseId };
+    let Some(row) = db::run(
+        client,
+        &queries::SENDER_CHECK,
+        args![queue_id = queue_id, database = database],
+    )
+    .first() else {
         return (Check::NoSender, None);
     };
     let queue = (
@@ -212,13 +220,7 @@ fn check_sender(
     }
     let role: Oid = row.value("role");
     let role_name: String = row.value("role_name");
-    let ready = |client: &mut pgrx::spi::SpiClient<'_>, function| {
-        Check::Ready(Sender {
-            function,
-            role,
-            settings: login_settings(client, role),
-        })
-    };
+    let settings: Vec<String> = row.value("settings");
     let check = match row.get::<Oid>("function") {
         // (worded by the registered signature alone)
         None => Check::Refused(Refusal::Missing.at_delivery(
@@ -233,7 +235,11 @@ fn check_sender(
             ))
         }
         Some(function) => match senders::check(function, role) {
-            Ok(()) => ready(client, function),
+            Ok(()) => Check::Ready(Sender {
+                function,
+                role,
+                settings,
+            }),
             Err(refusal) => {
                 let named = senders::signature(client, function);
                 Check::Refused(refusal.at_delivery(&registered, &role_name, function, named))
@@ -241,20 +247,6 @@ fn check_sender(
         },
     };
     (check, Some(queue))
-}
-
-/// The settings a new session of `role` in this database starts with.
-fn login_settings(client: &mut pgrx::spi::SpiClient<'_>, role: Oid) -> Vec<String> {
-    // SAFETY: MyDatabaseId is set when the worker connects to its database
-    // and never changes after.
-    let database = unsafe { pg_sys::MyDatabaseId };
-    db::run(
-        client,
-        &queries::LOGIN_SETTINGS,
-        args![role = role, database = database],
-    )
-    .map(|r| r.value::<String>("setting"))
-    .collect()
 }
 
 /// What a batch took: how many jobs, whether as many as it asked for (more
