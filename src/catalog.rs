@@ -273,10 +273,17 @@ pub fn lock_group(queue_id: i32, key: &str) {
 }
 
 /// Taken by a claim of a queue with a limit that counts (limits::counted)
-/// until the end of the transaction: such claims run one at a time, each
-/// seeing what the last one claimed, so together they never pass a limit.
-pub fn lock_claims(queue_id: i32) {
-    lock_object(queue_object(queue_id), CLAIM_LOCK, pg_sys::ExclusiveLock);
+/// until the end of the transaction. Alone: such claims run one at a time,
+/// each seeing what the last one claimed, so together they never pass a
+/// limit. Side by side (`alone` false, reservations.rs): claims that
+/// reserve what they may take run together, and a claim alone waits for
+/// them all.
+pub fn lock_claims(queue_id: i32, alone: bool) {
+    let mode = match alone {
+        true => pg_sys::ExclusiveLock,
+        false => pg_sys::ShareLock,
+    };
+    lock_object(queue_object(queue_id), CLAIM_LOCK, mode);
 }
 
 /// A name for the lock of `key` in queue `queue_id` (see lock_dedup_key).

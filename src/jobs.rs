@@ -9,7 +9,7 @@ use pgrx::datum::{Interval, TimestampWithTimeZone, Uuid};
 use pgrx::pg_sys;
 use pgrx::spi::SpiClient;
 
-use crate::catalog::{self, micros, Queue};
+use crate::catalog::{micros, Queue};
 use crate::db::{self, args};
 use crate::jsonb::Jsonb;
 use crate::limits;
@@ -113,10 +113,7 @@ pub fn claim(
 
     // (an ordered queue whose limits count nothing claims in one statement,
     // claim_next_ordered.sql)
-    let limited = limits::counted(&queue.limits);
-    if limited {
-        catalog::lock_claims(queue.id);
-    }
+    let turn = limits::counted(&queue.limits).then(|| limits::take_turn(queue, max_jobs));
     let mut jobs = Vec::with_capacity(max_jobs);
     let mut held_back = false;
     // jobs chosen that someone else had locked meanwhile (a cancel, a
@@ -124,8 +121,8 @@ pub fn claim(
     let mut taken_elsewhere = HashSet::new();
     for _ in 0..CLAIM_ROUNDS {
         let wanted = max_jobs - jobs.len();
-        let (limit, ids) = if limited {
-            let chosen = limits::choose(client, queue, wanted, now, &taken_elsewhere);
+        let (limit, ids) = if let Some(turn) = &turn {
+            let chosen = limits::choose(client, queue, turn, wanted, now, &taken_elsewhere);
             held_back |= chosen.held_back;
             match chosen.pick {
                 limits::Pick::Next(0) => break,
@@ -145,7 +142,7 @@ pub fn claim(
                 Err(id) => exhausted.push(id),
             }
         }
-        if limited {
+        if turn.is_some() {
             limits::note(
                 client,
                 queue,
@@ -168,6 +165,9 @@ pub fn claim(
         if !again || jobs.len() >= max_jobs {
             break;
         }
+    }
+    if let Some(turn) = &turn {
+        turn.took(jobs.len());
     }
     jobs.sort_unstable_by_key(|(order, _, _)| *order);
     Claim {

@@ -19,6 +19,7 @@ mod limits;
 mod policy;
 mod queries;
 mod regprocedure;
+mod reservations;
 mod rules;
 mod schedules;
 mod senders;

@@ -1,22 +1,27 @@
 //! Claims that hold to a queue's order and limits (docs/groups.md):
 //! `ordered`, `max_in_flight`, `group_max_in_flight`, `rate_limit` and
-//! `group_rate_limit`. For a limit that counts, the caller holds the
-//! queue's claim lock (`catalog::lock_claims`, see `counted`), so each
-//! claim sees what the last one took: what is in flight is counted in
-//! `queue_live`, what was claimed in a rate window in `queue_claims`, both
-//! written in the claim's own transaction, so a crash or a failover keeps
-//! them as exact as the jobs themselves. An ordered queue needs no count
-//! and no lock: only a group's oldest unfinished job may be claimed, one
-//! row, which `FOR UPDATE SKIP LOCKED` hands to one claimer; without limits
-//! that count it claims in one statement (claim_next_ordered.sql).
+//! `group_rate_limit`. What is in flight is counted in `queue_live`, what
+//! was claimed in a rate window in `queue_claims`, both written in the
+//! claim's own transaction, so a crash or a failover keeps them as exact
+//! as the jobs themselves. For a limit that counts, a claim takes its turn
+//! first (`take_turn`), so that it also sees the claims under way beside
+//! it: with limits of the queue as a whole, it reserves what it may take
+//! and runs beside the others (reservations.rs); with a limit per group,
+//! it runs alone under the queue's claim lock, seeing what the last one
+//! took. An ordered queue needs no count and no lock: only a group's
+//! oldest unfinished job may be claimed, one row, which `FOR UPDATE SKIP
+//! LOCKED` hands to one claimer; without limits that count it claims in
+//! one statement (claim_next_ordered.sql).
 
 use std::collections::{HashMap, HashSet};
 
+use pgrx::pg_sys;
 use pgrx::spi::SpiClient;
 
-use crate::catalog::{Limits, Queue};
+use crate::catalog::{self, Limits, Queue};
 use crate::db::{self, args};
 use crate::queries;
+use crate::reservations::{self, Reserved};
 
 /// What a claim may take.
 pub enum Pick {
@@ -33,12 +38,54 @@ pub struct Chosen {
 }
 
 /// Whether claims of a queue with these limits count jobs (in flight, or
-/// in a window), and so must run one at a time.
+/// in a window), and so must take turns (`take_turn`).
 pub fn counted(limits: &Limits) -> bool {
     limits.max_in_flight.is_some()
         || limits.group_max_in_flight.is_some()
         || limits.rate.is_some()
         || limits.group_rate.is_some()
+}
+
+/// How a claim of a queue whose limits count sees the others.
+pub enum Turn {
+    /// It holds the queue's claim lock alone until its transaction ends.
+    Alone,
+    /// It runs beside the claims that reserved too.
+    Beside(Reserved),
+    /// No claim: a look at whether one could take a job now, which counts
+    /// only what has committed (queue_wait).
+    Look,
+}
+
+/// A claim of up to `wanted` jobs of `queue`, whose limits count, takes
+/// its turn. Beside the others when every limit is the queue's as a whole
+/// and the transaction reads committed rows afresh at each statement (a
+/// reservation must be counted from a snapshot taken after it); alone
+/// otherwise, or when the table of reservations is full.
+pub fn take_turn(queue: &Queue, wanted: usize) -> Turn {
+    let limits = &queue.limits;
+    // SAFETY: a plain read of the transaction's isolation level, which
+    // PostgreSQL sets at its start.
+    let read_committed = unsafe { pg_sys::XactIsoLevel } == pg_sys::XACT_READ_COMMITTED as i32;
+    let per_group = limits.group_max_in_flight.is_some() || limits.group_rate.is_some();
+    let reserved = match read_committed && !per_group {
+        true => reservations::reserve(queue.id, wanted),
+        false => None,
+    };
+    catalog::lock_claims(queue.id, reserved.is_none());
+    match reserved {
+        Some(reserved) => Turn::Beside(reserved),
+        None => Turn::Alone,
+    }
+}
+
+impl Turn {
+    /// The claim took `jobs`.
+    pub fn took(&self, jobs: usize) {
+        if let Turn::Beside(reserved) = self {
+            reserved.took(jobs);
+        }
+    }
 }
 
 /// Counts per group; the key None is the queue as a whole.
@@ -49,25 +96,43 @@ type Counts = HashMap<Option<String>, i64>;
 /// jobs in claim order whose group has room (and, in an ordered queue, that
 /// are their group's oldest unfinished job). It reads further into the
 /// ready jobs, four times as far each time, until it has found enough or
-/// read them all. The caller holds the queue's claim lock (`counted`).
+/// read them all. The caller has taken its `turn`.
 /// `passed`: jobs someone else had locked, which are not chosen again.
 pub fn choose(
     client: &mut SpiClient<'_>,
     queue: &Queue,
+    turn: &Turn,
     wanted: usize,
     now: i64,
     passed: &HashSet<i64>,
 ) -> Chosen {
     let limits = &queue.limits;
-    let mut room = wanted as i64;
-    if let Some(max) = limits.max_in_flight {
-        let busy = in_flight(client, queue.id, Vec::new());
-        room = room.min(i64::from(max) - busy.get(&None).copied().unwrap_or(0));
-    }
-    if let Some((n, _)) = limits.rate {
-        let used = rate_used(client, queue, now, Vec::new());
-        room = room.min(i64::from(n) - used.get(&None).copied().unwrap_or(0));
-    }
+    let room = loop {
+        // (what older claims under way may take, read before the counts:
+        // what they commit meanwhile is counted twice, never missed)
+        let older = match turn {
+            Turn::Beside(reserved) => Some(reserved.older()),
+            Turn::Alone | Turn::Look => None,
+        };
+        let under_way = older.as_ref().map_or(0, |o| o.jobs);
+        let mut room = wanted as i64;
+        if let Some(max) = limits.max_in_flight {
+            let busy = in_flight(client, queue.id, Vec::new());
+            let busy = busy.get(&None).copied().unwrap_or(0) + under_way;
+            room = room.min(i64::from(max) - busy);
+        }
+        if let Some((n, _)) = limits.rate {
+            let used = rate_used(client, queue, now, Vec::new());
+            let used = used.get(&None).copied().unwrap_or(0) + under_way;
+            room = room.min(i64::from(n) - used);
+        }
+        match older {
+            // room short by what older claims may take: once they have
+            // ended, the counts say what they took
+            Some(older) if room < wanted as i64 && under_way > 0 => older.wait(),
+            _ => break room,
+        }
+    };
     let room = room.max(0) as usize;
     let held_back = room < wanted;
     if room == 0 {

@@ -26,7 +26,7 @@ use super::duration;
 use crate::catalog;
 use crate::db::{self, args};
 use crate::errors::{required, OrRaise, QueueError};
-use crate::limits::{self, Pick};
+use crate::limits::{self, Pick, Turn};
 use crate::queries;
 use crate::rules;
 use crate::worker::shared;
@@ -273,10 +273,11 @@ fn look(name: &str) -> Look {
             found.ready = true;
         } else if row.value::<bool>("ready") {
             // (a queue without limits or order is answered without a statement)
-            found.ready = match limits::choose(client, &queue, 1, now, &HashSet::new()).pick {
-                Pick::Next(n) => n > 0,
-                Pick::These(ids) => !ids.is_empty(),
-            };
+            found.ready =
+                match limits::choose(client, &queue, &Turn::Look, 1, now, &HashSet::new()).pick {
+                    Pick::Next(n) => n > 0,
+                    Pick::These(ids) => !ids.is_empty(),
+                };
             if !found.ready {
                 found.held = true;
                 found.next_at = [found.next_at, at("window_ends_at")]

@@ -53,6 +53,7 @@ pub fn init() {
         return;
     }
     shared::init();
+    crate::reservations::init();
     static SEGMENTS: [&segments::Segment; 2] = [&databases::SEGMENT, &waiters::SEGMENT];
     segments::init(&SEGMENTS);
     hooks::install();

@@ -399,18 +399,79 @@ fn sample_in_flight(
 
 #[test]
 fn limits_hold_while_eight_consumers_and_the_worker_race() {
+    // (limits per group: each claim runs alone)
+    let (pull, push) = race_eight_consumers_and_the_worker(
+        "max_in_flight => 5, group_max_in_flight => 2",
+        "max_in_flight => 3, group_max_in_flight => 1",
+    );
+    assert!(pull.0 <= 5 && pull.1 <= 2, "pulled over a limit");
+    assert!(push.0 <= 3 && push.1 <= 1, "pushed over a limit");
+}
+
+#[test]
+fn limits_of_the_queue_as_a_whole_hold_while_claims_run_side_by_side() {
+    // (limits of the queue as a whole: claims run beside each other, each
+    // reserving what it may take)
+    let (pull, push) = race_eight_consumers_and_the_worker(
+        "max_in_flight => 5, rate_limit => '100000/1 second'",
+        "max_in_flight => 3",
+    );
+    assert!(pull.0 <= 5, "pulled over a limit");
+    assert!(push.0 <= 3, "pushed over a limit");
+}
+
+#[test]
+fn a_transaction_that_claims_twice_counts_its_own_first_claim() {
     let cluster = Cluster::start();
     let mut client = cluster.connect();
     client
         .batch_execute(
+            "SELECT queue_create('twice', max_in_flight => 3);
+             SELECT count(*) FROM queue_enqueue_batch('twice', array_fill('{}'::jsonb, ARRAY[10]));",
+        )
+        .unwrap();
+    let mut other = cluster.connect();
+    let mut tx = client.transaction().unwrap();
+    let claim = |tx: &mut postgres::Transaction<'_>| -> i64 {
+        tx.query_one(
+            "SELECT count(*) FROM queue_claim('twice', max_jobs => 2)",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    };
+    assert_eq!(claim(&mut tx), 2);
+    // (its first claim is under way: it does not wait for itself)
+    assert_eq!(claim(&mut tx), 1, "the limit left one");
+    tx.commit().unwrap();
+    let after: i64 = one(
+        &mut other,
+        "SELECT count(*) FROM queue_claim('twice', max_jobs => 2)",
+        &[],
+    );
+    assert_eq!(after, 0, "three in flight already");
+}
+
+/// 8 consumers pull 1,000 jobs of 20 groups from a queue with
+/// `pull_limits` while the worker delivers 400 from one with
+/// `push_limits`; samplers watch both. The most in flight seen, of the
+/// queue and of a group: (pulled, pushed).
+fn race_eight_consumers_and_the_worker(
+    pull_limits: &str,
+    push_limits: &str,
+) -> ((i64, i64), (i64, i64)) {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(&format!(
             "CREATE TABLE pushed (job bigint);
              CREATE FUNCTION push(job jsonb) RETURNS void LANGUAGE sql AS
                  $$ SELECT pg_sleep(0.002); INSERT INTO pushed VALUES ((job->>'id')::bigint) $$;
-             SELECT queue_create('lim', max_in_flight => 5, group_max_in_flight => 2);
-             SELECT queue_create('lim_push', max_in_flight => 3, group_max_in_flight => 1);
+             SELECT queue_create('lim', {pull_limits});
+             SELECT queue_create('lim_push', {push_limits});
              SELECT queue_pause('lim_push');
              SELECT queue_register_sender('lim_push', 'push(jsonb)', 50);",
-        )
+        ))
         .unwrap();
     for g in 0..20 {
         enqueue_group(&mut client, "lim", &format!("g{g}"), 50);
@@ -472,8 +533,6 @@ fn limits_hold_while_eight_consumers_and_the_worker_race() {
         "in flight at most: pulled {pull_queue} (group {pull_group}) in {pull_samples} samples, \
          pushed {push_queue} (group {push_group}) in {push_samples} samples"
     );
-    assert!(pull_queue <= 5 && pull_group <= 2, "pulled over a limit");
-    assert!(push_queue <= 3 && push_group <= 1, "pushed over a limit");
     assert!(pull_queue >= 2, "the samples saw the consumers at work");
     let pushed_twice: i64 = one(
         &mut client,
@@ -481,18 +540,35 @@ fn limits_hold_while_eight_consumers_and_the_worker_race() {
         &[],
     );
     assert_eq!(pushed_twice, 0);
+    ((pull_queue, pull_group), (push_queue, push_group))
 }
 
 #[test]
 fn rate_limits_hold_in_every_window_and_the_queue_drains_near_the_rate() {
+    // (a limit per group: each claim runs alone)
+    let worst = race_eight_consumers_at_forty_a_second(", group_rate_limit => '10/1 second'");
+    assert!(worst[0] <= 40, "a window with {} claims", worst[0]);
+    assert!(worst[1] <= 10, "a group's window with {} claims", worst[1]);
+}
+
+#[test]
+fn a_rate_of_the_queue_as_a_whole_holds_while_claims_run_side_by_side() {
+    let worst = race_eight_consumers_at_forty_a_second("");
+    assert!(worst[0] <= 40, "a window with {} claims", worst[0]);
+}
+
+/// 8 consumers claim 240 jobs of 6 groups, 5 at a time, from a queue with
+/// `rate_limit => '40/1 second'` and `more` options, and log each claim's
+/// time. The fullest window of a second that ends at a claim: [of the
+/// queue, of one group].
+fn race_eight_consumers_at_forty_a_second(more: &str) -> Vec<i64> {
     let cluster = Cluster::start();
     let mut client = cluster.connect();
     client.batch_execute(LOG).unwrap();
     client
-        .batch_execute(
-            "SELECT queue_create('rate', lease => '1 second', rate_limit => '40/1 second',
-                                 group_rate_limit => '10/1 second')",
-        )
+        .batch_execute(&format!(
+            "SELECT queue_create('rate', lease => '1 second', rate_limit => '40/1 second'{more})"
+        ))
         .unwrap();
     for g in 0..6 {
         enqueue_group(&mut client, "rate", &format!("g{g}"), 40);
@@ -565,8 +641,7 @@ fn rate_limits_hold_in_every_window_and_the_queue_drains_near_the_rate() {
         worst[1]
     );
     assert_eq!(claims, 240, "each job claimed once");
-    assert!(worst[0] <= 40, "a window with {} claims", worst[0]);
-    assert!(worst[1] <= 10, "a group's window with {} claims", worst[1]);
+    worst
 }
 
 #[test]
