@@ -172,7 +172,7 @@ impl Reserved {
     }
 
     /// The claim took `jobs`, fewer than it reserved: younger claims need
-    /// leave room for no more.
+    /// to leave room for no more than that.
     pub fn took(&self, jobs: usize) {
         let mut table = TABLE.exclusive();
         let entry = &mut table.entries[self.index];
