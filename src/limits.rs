@@ -107,33 +107,7 @@ pub fn choose(
     passed: &HashSet<i64>,
 ) -> Chosen {
     let limits = &queue.limits;
-    let room = loop {
-        // (what older claims under way may take, read before the counts:
-        // what they commit meanwhile is counted twice, never missed)
-        let older = match turn {
-            Turn::Beside(reserved) => Some(reserved.older()),
-            Turn::Alone | Turn::Look => None,
-        };
-        let under_way = older.as_ref().map_or(0, |o| o.jobs);
-        let mut room = wanted as i64;
-        if let Some(max) = limits.max_in_flight {
-            let busy = in_flight(client, queue.id, Vec::new());
-            let busy = busy.get(&None).copied().unwrap_or(0) + under_way;
-            room = room.min(i64::from(max) - busy);
-        }
-        if let Some((n, _)) = limits.rate {
-            let used = rate_used(client, queue, now, Vec::new());
-            let used = used.get(&None).copied().unwrap_or(0) + under_way;
-            room = room.min(i64::from(n) - used);
-        }
-        match older {
-            // room short by what older claims may take: once they have
-            // ended, the counts say what they took
-            Some(older) if room < wanted as i64 && under_way > 0 => older.wait(),
-            _ => break room,
-        }
-    };
-    let room = room.max(0) as usize;
+    let room = room_of_queue(client, queue, turn, wanted, now, true).max(0) as usize;
     let held_back = room < wanted;
     if room == 0 {
         return Chosen {
@@ -218,6 +192,84 @@ pub fn choose(
         }
         scan = scan.saturating_mul(4);
     }
+}
+
+/// How many of `wanted` jobs a claim at `now` may take by the limits of
+/// `queue` as a whole: its `max_in_flight` (when `in_flight_counts`: a job
+/// claimed again is in flight already) and its `rate_limit`, less what
+/// older claims under way beside it may take. When those would leave it
+/// short, it waits for them to end and counts again. Negative: none.
+fn room_of_queue(
+    client: &mut SpiClient<'_>,
+    queue: &Queue,
+    turn: &Turn,
+    wanted: usize,
+    now: i64,
+    in_flight_counts: bool,
+) -> i64 {
+    let limits = &queue.limits;
+    loop {
+        // (what older claims under way may take, read before the counts:
+        // what they commit meanwhile is counted twice, never missed)
+        let older = match turn {
+            Turn::Beside(reserved) => Some(reserved.older()),
+            Turn::Alone | Turn::Look => None,
+        };
+        let under_way = older.as_ref().map_or(0, |o| o.jobs);
+        let mut room = wanted as i64;
+        if let (Some(max), true) = (limits.max_in_flight, in_flight_counts) {
+            let busy = in_flight(client, queue.id, Vec::new());
+            let busy = busy.get(&None).copied().unwrap_or(0) + under_way;
+            room = room.min(i64::from(max) - busy);
+        }
+        if let Some((n, _)) = limits.rate {
+            let used = rate_used(client, queue, now, Vec::new());
+            let used = used.get(&None).copied().unwrap_or(0) + under_way;
+            room = room.min(i64::from(n) - used);
+        }
+        match older {
+            // room short by what older claims may take: once they have
+            // ended, the counts say what they took
+            Some(older) if room < wanted as i64 && under_way > 0 => older.wait(),
+            _ => return room,
+        }
+    }
+}
+
+/// A job of `group` that a stopped worker left in flight is to be claimed
+/// again at `now` (sql_delivery::recover_one). It is in flight already, so
+/// only the rate windows may hold it back, and its claim counts in them
+/// (`note`). Returns the claim's turn (None: the queue has no rate limit),
+/// or, when a window is full, when its first claim leaves it (the job
+/// waits in flight until then).
+pub fn turn_to_claim_again(
+    client: &mut SpiClient<'_>,
+    queue: &Queue,
+    group: Option<&str>,
+    now: i64,
+) -> Result<Option<Turn>, i64> {
+    let limits = &queue.limits;
+    if limits.rate.is_none() && limits.group_rate.is_none() {
+        return Ok(None);
+    }
+    let turn = take_turn(queue, 1);
+    let mut room = room_of_queue(client, queue, &turn, 1, now, false);
+    if let (Some((n, _)), Some(group)) = (limits.group_rate, group) {
+        let used = rate_used(client, queue, now, vec![group.to_string()]);
+        room = room.min(i64::from(n) - used.get(&Some(group.to_string())).copied().unwrap_or(0));
+    }
+    if room > 0 {
+        return Ok(Some(turn));
+    }
+    let frees_at = db::run(
+        client,
+        &queries::RATE_FREES,
+        args![queue_id = queue.id, at = db::timestamp(now), group = group],
+    )
+    .first()
+    .and_then(|r| r.get::<pgrx::datum::TimestampWithTimeZone>("at"))
+    .map_or(now, |t| t.into_inner());
+    Err(frees_at)
 }
 
 /// A claim at `now` took jobs of these groups (None: without one): the

@@ -90,6 +90,7 @@ statements! {
     IN_FLIGHT = "in_flight.sql" (queue_id: INT4OID, groups: TEXTARRAYOID) -> (group_key, busy);
     RATE_USED = "rate_used.sql" (queue_id: INT4OID, since: TIMESTAMPTZOID,
         group_since: TIMESTAMPTZOID, groups: TEXTARRAYOID) -> (group_key, used);
+    RATE_FREES = "rate_frees.sql" (queue_id: INT4OID, at: TIMESTAMPTZOID, group: TEXTOID) -> (at);
     RATE_NOTE = "rate_note.sql" (queue_id: INT4OID, before: TIMESTAMPTZOID, at: TIMESTAMPTZOID,
         groups: TEXTARRAYOID, jobs: INT4ARRAYOID) -> ();
     COMPLETE = "complete.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
@@ -155,9 +156,10 @@ statements! {
     RELEASE = "release.sql" (ids: INT8ARRAYOID) -> ();
     LEFT_IN_FLIGHT = "left_in_flight.sql" (worker: TEXTOID) -> (id);
     RECOVER_LOCK = "recover_lock.sql" (id: INT8OID, worker: TEXTOID)
-        -> (attempts, max_attempts, lease, sql_sender, queue_id);
+        -> (attempts, max_attempts, lease, sql_sender, queue_id, group_key);
     RECOVER_CLAIM = "recover_claim.sql" (id: INT8OID, lease_until: TIMESTAMPTZOID, error: TEXTOID)
         -> (lease);
+    RECOVER_LATER = "recover_later.sql" (id: INT8OID, until: TIMESTAMPTZOID) -> ();
     RELEASE_ONE = "release_one.sql" (id: INT8OID) -> ();
     RELEASE_HELD = "release_held.sql" (ids: INT8ARRAYOID, leases: UUIDARRAYOID) -> ();
     EXPIRE_LEASES = "expire_leases.sql" (now: TIMESTAMPTZOID, limit: INT4OID) -> (id);

@@ -10,7 +10,7 @@
 
 use super::http::{Http, Webhook};
 use super::session::{self, report_stat, Session};
-use super::sql_delivery;
+use super::sql_delivery::{self, Recovery};
 use crate::catalog;
 use crate::contract::WORKER_NAME;
 use crate::db::{self, args};
@@ -150,8 +150,9 @@ impl Delivery {
 
     /// Jobs left in flight by a worker that stopped: each is claimed again
     /// and delivered on its own (or buried when it has no attempt left, or
-    /// made ready again when its queue lost its sender). Returns how many.
-    pub fn recover(&mut self, session: &Session) -> usize {
+    /// made ready again when its queue lost its sender). Returns how many,
+    /// and when to look again for those that wait for a rate window.
+    pub fn recover(&mut self, session: &Session) -> (usize, Option<i64>) {
         sql_delivery::mark_suspects(session);
         let left: Vec<i64> = session::transaction(|| {
             session.tables(|client| {
@@ -164,15 +165,20 @@ impl Delivery {
                 .collect()
             })
         });
+        let mut later: Option<i64> = None;
         for &id in &left {
-            let claimed =
+            let recovery =
                 session::transaction(|| session.tables(|c| sql_delivery::recover_one(c, id)));
             report_stat();
-            if let Some((queue_id, job)) = claimed {
-                sql_delivery::deliver(session, self.slot, queue_id, vec![job]);
+            match recovery {
+                Recovery::Deliver(queue_id, job) => {
+                    sql_delivery::deliver(session, self.slot, queue_id, vec![job]);
+                }
+                Recovery::Later(at) => later = Some(later.map_or(at, |l| l.min(at))),
+                Recovery::Done => {}
             }
         }
-        left.len()
+        (left.len(), later)
     }
 
     /// One batch for each sender queue with due jobs, starting after the

@@ -101,19 +101,31 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     // requests.
     let mut handover_from = None;
     let mut recovered = recovered;
+    // When jobs left in flight that wait for a rate window are looked at
+    // again.
+    let mut recover_at: Option<i64> = None;
 
     loop {
         // Jobs a stopped worker left in flight are taken back once this
         // worker is its database's only one (a helper may still be at work
         // beside a worker that has just started, and none starts before
         // this is done) and has no webhook request open (their jobs are in
-        // flight too).
-        if !recovered && !delivery.sending() && alone(slot, database) {
-            if delivery.recover(&session) > 0 {
+        // flight too). The database is recovered once none waits for a
+        // rate window.
+        if !recovered
+            && !delivery.sending()
+            && alone(slot, database)
+            && recover_at.is_none_or(|at| crate::time::now_us() >= at)
+        {
+            let (left, later) = delivery.recover(&session);
+            if left > 0 {
                 last_work = Some(crate::time::now_us());
             }
-            if let Some(entry) = SHARED.exclusive().database_mut(database) {
-                entry.recovered = true;
+            recover_at = later;
+            if later.is_none() {
+                if let Some(entry) = SHARED.exclusive().database_mut(database) {
+                    entry.recovered = true;
+                }
             }
         }
         pgrx::check_for_interrupts!();
@@ -225,6 +237,11 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         }
         let now = crate::time::now_us();
         let next_due = session::transaction(|| session.tables(delivery::next_due));
+        // (jobs left in flight that wait for a rate window are due then)
+        let next_due = match recover_at {
+            Some(at) if !recovered => Some(next_due.map_or(at, |due| due.min(at))),
+            _ => next_due,
+        };
         let idle_us = crate::time::seconds(gucs::IDLE_EXIT_S.get());
         let nothing_due = next_due.is_none_or(|due| due > now);
         if !delivery.sending()

@@ -26,6 +26,7 @@ use crate::contract::WORKER_NAME;
 use crate::db::{self, args};
 use crate::jobs;
 use crate::jsonb::Jsonb;
+use crate::limits;
 use crate::policy::add_delay;
 use crate::queries;
 use crate::senders::{self, Refusal};
@@ -425,38 +426,76 @@ pub fn mark_suspects(session: &Session) {
     left.forget();
 }
 
-/// A job a stopped worker left in flight: claimed again (a new attempt),
-/// buried when it has none left, or ready again when its queue no longer
-/// has a sender. Returns its queue and claim when it is to be delivered.
-pub fn recover_one(client: &mut pgrx::spi::SpiClient<'_>, id: i64) -> Option<(i32, InFlight)> {
-    let row = db::run(
+/// What becomes of a job a stopped worker left in flight.
+pub enum Recovery {
+    /// Claimed again: to be delivered alone, by its queue's sender.
+    Deliver(i32, InFlight),
+    /// Buried, made ready again, or already ended.
+    Done,
+    /// Still in flight until this time, when its queue's rate window has
+    /// room for its claim.
+    Later(i64),
+}
+
+/// A job a stopped worker left in flight: claimed again (a new attempt,
+/// counted in its queue's rate windows), buried when it has none left, or
+/// ready again when its queue no longer has a sender; in flight a while
+/// longer when a rate window is full.
+pub fn recover_one(client: &mut pgrx::spi::SpiClient<'_>, id: i64) -> Recovery {
+    let Some(row) = db::run(
         client,
         &queries::RECOVER_LOCK,
         args![id = id, worker = WORKER_NAME],
     )
-    .first()?;
+    .first() else {
+        return Recovery::Done;
+    };
     let attempts: i32 = row.value("attempts");
     let max_attempts: i32 = row.value("max_attempts");
     let lease: pgrx::datum::Interval = row.value("lease");
     let sql_sender: bool = row.value("sql_sender");
     let queue_id: i32 = row.value("queue_id");
+    let group: Option<String> = row.get("group_key");
     let now = crate::time::now_us();
     let stopped = format!("the queue worker stopped during attempt {attempts} of {max_attempts}");
     if !sql_sender {
         db::run(client, &queries::RELEASE_ONE, args![id = id]);
-        return None;
+        return Recovery::Done;
     }
     if attempts >= max_attempts {
         jobs::bury(client, vec![id], now, Some(&stopped));
-        return None;
+        return Recovery::Done;
     }
+    let Some(queue) = catalog::find_by_id(client, queue_id) else {
+        return Recovery::Done;
+    };
+    let turn = match limits::turn_to_claim_again(client, &queue, group.as_deref(), now) {
+        Ok(turn) => turn,
+        Err(frees_at) => {
+            // (its lease must outlast the wait: an expired one would hand
+            // the job to an ordinary claim, in a batch)
+            let until = add_delay(frees_at, catalog::micros(&lease));
+            db::run(
+                client,
+                &queries::RECOVER_LATER,
+                args![id = id, until = db::timestamp(until)],
+            );
+            return Recovery::Later(frees_at);
+        }
+    };
     let expires = db::timestamp(add_delay(now, catalog::micros(&lease)));
-    let lease: Uuid = db::run(
+    let Some(row) = db::run(
         client,
         &queries::RECOVER_CLAIM,
         args![id = id, lease_until = expires, error = stopped.as_str()],
     )
-    .first()?
-    .value("lease");
-    Some((queue_id, InFlight { id, lease }))
+    .first() else {
+        return Recovery::Done;
+    };
+    let lease: Uuid = row.value("lease");
+    if let Some(turn) = turn {
+        limits::note(client, &queue, now, std::iter::once(group.as_deref()));
+        turn.took(1);
+    }
+    Recovery::Deliver(queue_id, InFlight { id, lease })
 }

@@ -756,3 +756,95 @@ fn the_worker_delivers_a_rate_limited_queue_as_the_windows_free() {
         "delivered faster than the rate allows: {elapsed:.2} s"
     );
 }
+
+#[test]
+fn jobs_a_stopped_worker_left_in_flight_wait_for_the_rate_window_and_count_in_it() {
+    // The first claim takes 2 jobs of 3, which fills the window; the first
+    // job's sender stops the worker (registered by a superuser, who may).
+    // The next worker must claim the 2 again only when the window has
+    // room, and that claim must count: the third job waits a window more.
+    // Their leases end before the window does: the 2 must still be claimed
+    // again by the recovery (each alone), not as expired leases.
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "CREATE TABLE calls (job bigint, attempt int, at timestamptz);
+             CREATE FUNCTION stop_once(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF job->'payload' ? 'stop' AND (job->>'attempt')::int = 1 THEN
+                     PERFORM pg_terminate_backend(pg_backend_pid());
+                 END IF;
+                 INSERT INTO calls VALUES ((job->>'id')::bigint, (job->>'attempt')::int,
+                                           clock_timestamp());
+             END $$;
+             SELECT queue_create('paced', rate_limit => '2/5 seconds', lease => '1 second');
+             SELECT queue_pause('paced');
+             SELECT queue_register_sender('paced', 'stop_once(jsonb)', 10);",
+        )
+        .unwrap();
+    let ids: Vec<i64> = ["{\"stop\": true}", "{}", "{}"]
+        .iter()
+        .map(|payload| {
+            one(
+                &mut client,
+                "SELECT queue_enqueue('paced', $1::text::jsonb)",
+                &[payload],
+            )
+        })
+        .collect();
+    let resumed: f64 = one(
+        &mut client,
+        "SELECT extract(epoch FROM clock_timestamp())::float8 FROM queue_resume('paced')",
+        &[],
+    );
+    eventually("3 deliveries", || {
+        one::<i64>(&mut client, "SELECT count(*) FROM calls", &[]) == 3
+    });
+    let calls: Vec<(i64, i32, f64)> = client
+        .query(
+            "SELECT job, attempt, extract(epoch FROM at)::float8 FROM calls ORDER BY job",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get::<_, f64>(2) - resumed))
+        .collect();
+    println!("(job, attempt, seconds after the resume): {calls:.2?}");
+    let jobs: Vec<(i64, i32)> = calls.iter().map(|c| (c.0, c.1)).collect();
+    assert_eq!(
+        jobs,
+        vec![(ids[0], 2), (ids[1], 2), (ids[2], 1)],
+        "the 2 left in flight claimed again (attempt 2), the third once"
+    );
+    for (job, _, after) in &calls[..2] {
+        assert!(
+            *after >= 5.0,
+            "job {job} claimed again {after:.2} s after the first claim, in its window"
+        );
+    }
+    assert!(
+        calls[2].2 >= 10.0,
+        "the third job claimed {:.2} s after the resume: the claims again were not counted",
+        calls[2].2
+    );
+    let ended: Vec<(String, Option<String>)> = client
+        .query(
+            "SELECT status, last_error FROM queue_jobs WHERE queue = 'paced' ORDER BY id",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let stopped = Some("the queue worker stopped during attempt 1 of 5".to_string());
+    assert_eq!(
+        ended,
+        vec![
+            ("succeeded".to_string(), stopped.clone()),
+            ("succeeded".to_string(), stopped),
+            ("succeeded".to_string(), None),
+        ],
+        "the 2 claimed again by the recovery, the third once"
+    );
+}
