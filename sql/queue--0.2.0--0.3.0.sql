@@ -28,7 +28,8 @@ ALTER TABLE queue_queues
     ADD COLUMN group_rate_window interval;
 ALTER TABLE queue_live
     ADD COLUMN group_key text,
-    ADD COLUMN turn bigint NOT NULL DEFAULT 0;
+    ADD COLUMN turn bigint NOT NULL DEFAULT 0,
+    ADD COLUMN group_counted boolean NOT NULL DEFAULT false;
 ALTER TABLE queue_done ADD COLUMN group_key text;
 ALTER TABLE queue_dead ADD COLUMN group_key text;
 DROP INDEX queue_live_ready;
@@ -37,7 +38,7 @@ CREATE INDEX queue_live_ready ON queue_live (queue_id, priority DESC, turn, run_
 CREATE INDEX queue_live_group ON queue_live (queue_id, group_key, id)
     WHERE group_key IS NOT NULL;
 CREATE INDEX queue_live_group_busy ON queue_live (queue_id, group_key)
-    WHERE state = 'processing' AND group_key IS NOT NULL;
+    WHERE state = 'processing' AND group_counted;
 CREATE TABLE queue_claims (
     queue_id   integer NOT NULL,
     group_key  text,
@@ -192,8 +193,8 @@ STABLE PARALLEL RESTRICTED
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'queue_groups_wrapper';
 
--- The rotation copies the uid, the group and the turn with the job
--- (maintenance.sql).
+-- The rotation copies the uid, the group, the turn and whether the job
+-- counts in its group's jobs in flight with the job (maintenance.sql).
 CREATE OR REPLACE FUNCTION queue_rotate_live(force boolean DEFAULT false) RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, @extschema@, pg_temp
@@ -260,11 +261,11 @@ BEGIN
         EXECUTE format($sql$
             INSERT INTO queue_live (slot, queue_id, priority, attempts, id, run_at,
                 enqueued_at, lease_expires_at, lease, state, worker, dedup_key,
-                last_error, headers, payload, uid, group_key, turn)
+                last_error, headers, payload, uid, group_key, turn, group_counted)
             SELECT %s, l.queue_id, l.priority, l.attempts, l.id, l.run_at,
                    l.enqueued_at, l.lease_expires_at, l.lease, l.state, l.worker,
                    l.dedup_key, l.last_error, l.headers, l.payload, l.uid, l.group_key,
-                   l.turn
+                   l.turn, l.group_counted
               FROM %s l
              WHERE EXISTS (SELECT FROM queue_queues q WHERE q.id = l.queue_id)
             $sql$, 1 - current_slot, source);

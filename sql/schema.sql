@@ -95,7 +95,12 @@ CREATE TABLE queue_live (
     -- of fair turns it is claimed in (docs/groups.md). Every job of a queue
     -- that never uses groups has turn 0, so the claim order is as before.
     group_key        text,
-    turn             bigint NOT NULL DEFAULT 0
+    turn             bigint NOT NULL DEFAULT 0,
+    -- While in flight: the job counts in its group's jobs in flight, for
+    -- group_max_in_flight (set by the claim in such a queue, and by
+    -- queue_alter for the jobs in flight when it sets one). Only such jobs
+    -- go into queue_live_group_busy: a claim elsewhere writes no entry there.
+    group_counted    boolean NOT NULL DEFAULT false
 ) PARTITION BY LIST (slot);
 -- Invariants that only the extension's statements write, so they are not
 -- CHECK constraints (each would be parsed anew by every statement that
@@ -123,9 +128,9 @@ CREATE INDEX queue_live_dedup ON queue_live (queue_id, dedup_key)
 -- (enqueue), its counts (queue_groups). Jobs without a group are not in it.
 CREATE INDEX queue_live_group ON queue_live (queue_id, group_key, id)
     WHERE group_key IS NOT NULL;
--- A group's jobs in flight, for group_max_in_flight and ordered queues.
+-- A group's jobs in flight, for group_max_in_flight.
 CREATE INDEX queue_live_group_busy ON queue_live (queue_id, group_key)
-    WHERE state = 'processing' AND group_key IS NOT NULL;
+    WHERE state = 'processing' AND group_counted;
 
 -- Succeeded and cancelled jobs, kept for their queue's retention, counted
 -- from finished_at (so a change of retention applies to them too).

@@ -144,6 +144,16 @@ SELECT group_key FROM queue_claim('g.lim', max_jobs => 10) c JOIN queue_jobs j U
  ORDER BY c.id;
 SELECT group_key, pending, processing FROM queue_groups('g.lim') ORDER BY group_key;
 
+-- a group_max_in_flight set while jobs are in flight counts them
+SELECT queue_create('g.later');
+SELECT count(*) FROM queue_enqueue_batch('g.later', array_fill('{}'::jsonb, ARRAY[4]),
+    group_keys => ARRAY['a', 'a', 'a', 'a']);
+SELECT count(*) AS claimed_without_a_limit FROM queue_claim('g.later', max_jobs => 2);
+SELECT queue_alter('g.later', group_max_in_flight => 2);
+SELECT count(*) AS at_the_limit FROM queue_claim('g.later', max_jobs => 10);
+SELECT queue_alter('g.later', group_max_in_flight => 3);
+SELECT count(*) AS one_more FROM queue_claim('g.later', max_jobs => 10);
+
 -- rate limits: at most n claims in any window of the given length
 SELECT queue_create('g.rate', rate_limit => '3/1 hour', group_rate_limit => '2/1 hour');
 SELECT count(*) FROM queue_enqueue_batch('g.rate', array_fill('{}'::jsonb, ARRAY[6]),

@@ -5,5 +5,5 @@ SELECT NULL::text AS group_key, count(*) AS busy
 UNION ALL
 SELECT group_key, count(*)
   FROM queue_live
- WHERE queue_id = $1 AND state = 'processing' AND group_key = ANY ($2)
+ WHERE queue_id = $1 AND state = 'processing' AND group_counted AND group_key = ANY ($2)
  GROUP BY group_key
