@@ -36,8 +36,8 @@ DROP INDEX queue_live_ready;
 CREATE INDEX queue_live_ready ON queue_live (queue_id, priority DESC, turn, run_at, id)
     WHERE state = 'ready';
 CREATE INDEX queue_live_group ON queue_live (queue_id, group_key, id)
-    WHERE group_key IS NOT NULL;
-CREATE INDEX queue_live_group_busy ON queue_live (queue_id, group_key)
+    WHERE group_key IS NOT NULL AND state <> 'processing';
+CREATE INDEX queue_live_group_busy ON queue_live (queue_id, group_key, id)
     WHERE state = 'processing' AND group_counted;
 CREATE TABLE queue_claims (
     queue_id   integer NOT NULL,

@@ -97,9 +97,10 @@ CREATE TABLE queue_live (
     group_key        text,
     turn             bigint NOT NULL DEFAULT 0,
     -- While in flight: the job counts in its group's jobs in flight, for
-    -- group_max_in_flight (set by the claim in such a queue, and by
-    -- queue_alter for the jobs in flight when it sets one). Only such jobs
-    -- go into queue_live_group_busy: a claim elsewhere writes no entry there.
+    -- an ordered queue or group_max_in_flight (set by the claim in such a
+    -- queue, and by queue_alter for the jobs in flight when it sets one).
+    -- Only such jobs go into queue_live_group_busy, and no job in flight
+    -- into queue_live_group: a claim elsewhere writes no group entry.
     group_counted    boolean NOT NULL DEFAULT false
 ) PARTITION BY LIST (slot);
 -- Invariants that only the extension's statements write, so they are not
@@ -124,12 +125,14 @@ CREATE INDEX queue_live_leased ON queue_live (queue_id, lease_expires_at)
     WHERE state = 'processing';
 CREATE INDEX queue_live_dedup ON queue_live (queue_id, dedup_key)
     WHERE dedup_key IS NOT NULL;
--- A group's jobs in enqueue order: its head (ordered queues), its last turn
--- (enqueue), its counts (queue_groups). Jobs without a group are not in it.
+-- A group's jobs not in flight in enqueue order: its head (ordered queues),
+-- its last turn (enqueue), its counts (queue_groups). Jobs without a group
+-- are not in it.
 CREATE INDEX queue_live_group ON queue_live (queue_id, group_key, id)
-    WHERE group_key IS NOT NULL;
--- A group's jobs in flight, for group_max_in_flight.
-CREATE INDEX queue_live_group_busy ON queue_live (queue_id, group_key)
+    WHERE group_key IS NOT NULL AND state <> 'processing';
+-- A group's jobs in flight where they count (group_counted): the rest of an
+-- ordered group's head, and group_max_in_flight.
+CREATE INDEX queue_live_group_busy ON queue_live (queue_id, group_key, id)
     WHERE state = 'processing' AND group_counted;
 
 -- Succeeded and cancelled jobs, kept for their queue's retention, counted

@@ -154,6 +154,16 @@ SELECT count(*) AS at_the_limit FROM queue_claim('g.later', max_jobs => 10);
 SELECT queue_alter('g.later', group_max_in_flight => 3);
 SELECT count(*) AS one_more FROM queue_claim('g.later', max_jobs => 10);
 
+-- an order set while jobs are in flight waits for them
+SELECT queue_create('g.ordered_later');
+SELECT count(*) FROM queue_enqueue_batch('g.ordered_later', array_fill('{}'::jsonb, ARRAY[3]),
+    group_keys => ARRAY['a', 'a', 'a']);
+SELECT count(*) AS claimed_without_order FROM queue_claim('g.ordered_later', max_jobs => 1);
+SELECT queue_alter('g.ordered_later', ordered => true);
+SELECT count(*) AS behind_the_job_in_flight FROM queue_claim('g.ordered_later', max_jobs => 10);
+SELECT group_key, pending, processing, head_id IS NOT NULL AS waits_on_a_job
+  FROM queue_groups('g.ordered_later');
+
 -- rate limits: at most n claims in any window of the given length
 SELECT queue_create('g.rate', rate_limit => '3/1 hour', group_rate_limit => '2/1 hour');
 SELECT count(*) FROM queue_enqueue_batch('g.rate', array_fill('{}'::jsonb, ARRAY[6]),

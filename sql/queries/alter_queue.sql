@@ -1,11 +1,12 @@
 -- Options that are NULL stay as they are; a limit of 0 is removed. A rate is
 -- $11 jobs per $12 (group: $13 per $14).
 WITH counted AS (
-    -- (a group_max_in_flight set now counts the jobs already in flight,
-    -- which claims in a queue without one left out: claim_set.sql)
+    -- (an order or a group_max_in_flight set now counts the jobs already
+    -- in flight, which claims in a queue without either left out:
+    -- claim_set.sql)
     UPDATE queue_live SET group_counted = true
      WHERE queue_id = $1 AND state = 'processing' AND group_key IS NOT NULL
-       AND NOT group_counted AND $10 > 0
+       AND NOT group_counted AND ($8 OR $10 > 0)
 )
 UPDATE queue_queues
    SET max_attempts        = coalesce($2, max_attempts),

@@ -6,9 +6,14 @@
            SELECT r.id FROM queue_live r
             WHERE r.queue_id = $1 AND r.state = 'ready'
               AND (r.group_key IS NULL
-                   OR NOT EXISTS (SELECT FROM queue_live o
-                                   WHERE o.queue_id = $1 AND o.group_key = r.group_key
-                                     AND o.id < r.id))
+                   OR (NOT EXISTS (SELECT FROM queue_live o
+                                    WHERE o.queue_id = $1 AND o.group_key = r.group_key
+                                      AND o.state <> 'processing' AND o.id < r.id)
+                       -- (a group's jobs in flight: an index of their own)
+                       AND NOT EXISTS (SELECT FROM queue_live o
+                                        WHERE o.queue_id = $1 AND o.group_key = r.group_key
+                                          AND o.state = 'processing' AND o.group_counted
+                                          AND o.id < r.id)))
             ORDER BY r.priority DESC, r.turn, r.run_at, r.id
             LIMIT $2
             FOR UPDATE OF r SKIP LOCKED))

@@ -21,9 +21,10 @@ UPDATE queue_live l
        lease = CASE WHEN l.attempts >= $3 THEN l.lease ELSE gen_random_uuid() END,
        lease_expires_at = CASE WHEN l.attempts >= $3 THEN l.lease_expires_at ELSE $4 END,
        worker = CASE WHEN l.attempts >= $3 THEN l.worker ELSE $5 END,
-       -- (queue_live_group_busy: only a queue with group_max_in_flight
-       -- counts a group's jobs in flight, as of this statement's snapshot)
+       -- (queue_live_group_busy: only an ordered queue or one with
+       -- group_max_in_flight counts a group's jobs in flight, as of this
+       -- statement's snapshot)
        group_counted = CASE WHEN l.attempts >= $3 THEN l.group_counted
                             ELSE l.group_key IS NOT NULL
-                                 AND (SELECT q.group_max_in_flight IS NOT NULL
+                                 AND (SELECT q.ordered OR q.group_max_in_flight IS NOT NULL
                                         FROM queue_queues q WHERE q.id = $1) END

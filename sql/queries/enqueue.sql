@@ -3,9 +3,10 @@
 -- queue is gone.
 --
 -- The job's turn (docs/groups.md): for a job of a group, the turn of the
--- front of its priority's ready jobs, or one after its group's last job if
--- that is later, so a group new to the queue joins the current round and a
--- busy group's jobs spread over the rounds to come. A job without a group
+-- front of its priority's ready jobs, or one after its group's last job not
+-- in flight if that is later, so a group new to the queue (or with only
+-- jobs in flight) joins the current round and a busy group's jobs spread
+-- over the rounds to come. A job without a group
 -- takes turn 0, the first round, without looking: the look at the front
 -- walks past the index entries of jobs claimed since vacuum last ran, and
 -- measured under a claiming consumer it halved the insert's rate.
@@ -21,6 +22,7 @@ WITH job AS (
                           ORDER BY r.turn LIMIT 1),
                         (SELECT l.turn + 1 FROM queue_live l
                           WHERE l.queue_id = $1 AND l.group_key = $9
+                            AND l.state <> 'processing'
                           ORDER BY l.id DESC LIMIT 1),
                         0)
            ELSE 0 END

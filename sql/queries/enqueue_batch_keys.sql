@@ -17,6 +17,7 @@ WITH r AS MATERIALIZED (
            CASE WHEN p.group_key IS NULL THEN 0 ELSE
                greatest(f.turn, (SELECT l.turn + 1 FROM queue_live l
                                   WHERE l.queue_id = $1 AND l.group_key = p.group_key
+                                    AND l.state <> 'processing'
                                   ORDER BY l.id DESC LIMIT 1))
                + row_number() OVER (PARTITION BY p.group_key ORDER BY p.ord) - 1
            END AS turn

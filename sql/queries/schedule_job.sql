@@ -20,6 +20,7 @@ WITH s AS (
                           ORDER BY r.turn LIMIT 1),
                         (SELECT l.turn + 1 FROM queue_live l
                           WHERE l.queue_id = s.queue_id AND l.group_key = s.group_key
+                            AND l.state <> 'processing'
                           ORDER BY l.id DESC LIMIT 1),
                         0)
            ELSE 0 END
