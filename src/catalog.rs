@@ -151,6 +151,14 @@ pub fn find_by_id(client: &mut SpiClient<'_>, id: i32) -> Option<Queue> {
     Some(cache_row(&row))
 }
 
+/// The queue with id `id` as the latest committed change to a queue left
+/// it: from this backend's cache when it has it (no statement), else
+/// looked up and cached; None when it is gone.
+pub fn by_id(client: &mut SpiClient<'_>, id: i32) -> Option<Queue> {
+    db::accept_invalidations();
+    cached_by_id(id).or_else(|| find_by_id(client, id))
+}
+
 /// Caches the queue of a row with find_queue_by_id.sql's columns (also the
 /// worker's sender_queues.sql, so that its claims look no queue up).
 pub fn cache_row(row: &db::Row<'_>) -> Queue {

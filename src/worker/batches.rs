@@ -7,7 +7,6 @@ use pgrx::spi::SpiClient;
 use super::shared::SHARED;
 use crate::catalog::{self, Queue};
 use crate::contract::WORKER_NAME;
-use crate::db;
 use crate::jobs;
 use crate::limits;
 
@@ -51,9 +50,7 @@ impl Tally {
 pub fn queue_for_worker(client: &mut SpiClient<'_>, queue_id: i32, name: &str) -> Option<Queue> {
     // (the round's sender_queues.sql cached it: no statement, unless a
     // change to a queue made this backend forget it since)
-    db::accept_invalidations();
-    let found =
-        catalog::cached_by_id(queue_id).or_else(|| catalog::find_by_id(client, queue_id))?;
+    let found = catalog::by_id(client, queue_id)?;
     (found.name == name && !found.paused && found.sender.is_some()).then_some(found)
 }
 

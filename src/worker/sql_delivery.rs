@@ -466,7 +466,7 @@ pub fn recover_one(client: &mut pgrx::spi::SpiClient<'_>, id: i64) -> Recovery {
         jobs::bury(client, vec![id], now, Some(&stopped));
         return Recovery::Done;
     }
-    let Some(queue) = catalog::find_by_id(client, queue_id) else {
+    let Some(queue) = catalog::by_id(client, queue_id) else {
         return Recovery::Done;
     };
     let turn = match limits::turn_to_claim_again(client, &queue, group.as_deref(), now) {
