@@ -229,8 +229,10 @@ fn room_of_queue(
         }
         match older {
             // room short by what older claims may take: once they have
-            // ended, the counts say what they took
-            Some(older) if room < wanted as i64 && under_way > 0 => older.wait(),
+            // ended, the counts say what they took (a transaction's second
+            // claim takes what is left beside those that came after its
+            // first: they may be waiting for it)
+            Some(older) if room < wanted as i64 && older.can_wait() => older.wait(),
             _ => return room,
         }
     }

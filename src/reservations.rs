@@ -98,6 +98,10 @@ pub struct Reserved {
 /// take.
 pub struct Older {
     pub jobs: i64,
+    /// Those that reserved before the transaction's own first claim, the
+    /// only ones it may wait for: a transaction that claims again waits
+    /// for no claim that may be waiting for its first one, so waits run
+    /// one way, from younger to older, and never close a circle.
     xids: Vec<TransactionId>,
 }
 
@@ -152,23 +156,26 @@ impl Reserved {
     /// not ended. (The transaction's own earlier claims are not among them:
     /// it sees what they took.)
     pub fn older(&self) -> Older {
+        // (the transaction's entries stay in the table until it ends)
+        let first_own = MINE.with_borrow(|mine| mine.iter().map(|&(_, t)| t).min());
+        let first_own = first_own.unwrap_or(self.ticket);
         let table = TABLE.share();
-        let (jobs, xids) = table
-            .entries
-            .iter()
-            .filter(|e| {
-                e.ticket != 0
-                    && e.ticket < self.ticket
-                    && e.xid != self.xid
-                    && e.database == self.database
-                    && e.queue_id == self.queue_id
-            })
-            .map(|e| (e.jobs, e.xid))
-            .unzip::<_, _, Vec<i64>, Vec<TransactionId>>();
-        Older {
-            jobs: jobs.iter().sum(),
-            xids,
+        let older = table.entries.iter().filter(|e| {
+            e.ticket != 0
+                && e.ticket < self.ticket
+                && e.xid != self.xid
+                && e.database == self.database
+                && e.queue_id == self.queue_id
+        });
+        let mut jobs = 0;
+        let mut xids = Vec::new();
+        for entry in older {
+            jobs += entry.jobs;
+            if entry.ticket < first_own && entry.jobs > 0 {
+                xids.push(entry.xid);
+            }
         }
+        Older { jobs, xids }
     }
 
     /// The claim took `jobs`, fewer than it reserved: younger claims need
@@ -200,7 +207,13 @@ impl Table {
 }
 
 impl Older {
-    /// Waits until the transactions of these claims have ended.
+    /// Some of these claims may be waited for.
+    pub fn can_wait(&self) -> bool {
+        !self.xids.is_empty()
+    }
+
+    /// Waits until the transactions of the claims it may wait for have
+    /// ended.
     pub fn wait(&self) {
         for &xid in &self.xids {
             // SAFETY: waits on the transaction's lock, as a row lock on a

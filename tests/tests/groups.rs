@@ -452,6 +452,67 @@ fn a_transaction_that_claims_twice_counts_its_own_first_claim() {
     assert_eq!(after, 0, "three in flight already");
 }
 
+/// A transaction claims, a second session's claim waits for it (the limit
+/// would leave it short), and the first transaction claims again: its
+/// second claim takes what the waiting claim leaves it, without waiting for
+/// that claim in turn (which would close a circle that PostgreSQL's
+/// deadlock detector ends with 40P01), and the limit holds throughout.
+#[test]
+fn a_transaction_that_claims_again_does_not_wait_for_a_claim_that_waits_for_it() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "SELECT queue_create('again', max_in_flight => 3);
+             SELECT count(*) FROM queue_enqueue_batch('again', array_fill('{}'::jsonb, ARRAY[10]));",
+        )
+        .unwrap();
+    let mut second = cluster.connect();
+    let second_pid: i32 = one(&mut second, "SELECT pg_backend_pid()", &[]);
+    let mut tx = client.transaction().unwrap();
+    let claim = |tx: &mut postgres::Transaction<'_>, n: i32| -> Result<i64, postgres::Error> {
+        tx.query_one(
+            "SELECT count(*) FROM queue_claim('again', max_jobs => $1)",
+            &[&n],
+        )
+        .map(|row| row.get(0))
+    };
+    assert_eq!(claim(&mut tx, 1).unwrap(), 1);
+    // (room for 2 beside the first claim's 1: it waits for it to end)
+    let waiting = std::thread::spawn(move || {
+        one::<i64>(
+            &mut second,
+            "SELECT count(*) FROM queue_claim('again', max_jobs => 3)",
+            &[],
+        )
+    });
+    let mut observer = cluster.connect();
+    eventually("the second session's claim to wait for the first", || {
+        one::<bool>(
+            &mut observer,
+            "SELECT EXISTS (SELECT FROM pg_stat_activity
+                             WHERE pid = $1 AND wait_event = 'transactionid')",
+            &[&second_pid],
+        )
+    });
+    // (the waiting claim reserved 3: nothing is left beside it; before,
+    // this claim waited for it, and one of the two ended with 40P01)
+    let again = claim(&mut tx, 2);
+    assert_eq!(again.map_err(|e| e.to_string()), Ok(0));
+    tx.commit().unwrap();
+    assert_eq!(
+        waiting.join().unwrap(),
+        2,
+        "what the first transaction's 1 leaves"
+    );
+    let in_flight: i64 = one(
+        &mut client,
+        "SELECT count(*) FROM queue_jobs WHERE queue = 'again' AND status = 'processing'",
+        &[],
+    );
+    assert_eq!(in_flight, 3);
+}
+
 /// 8 consumers pull 1,000 jobs of 20 groups from a queue with
 /// `pull_limits` while the worker delivers 400 from one with
 /// `push_limits`; samplers watch both. The most in flight seen, of the
