@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queue_client_tests::receiver::Receiver;
-use queue_client_tests::{eventually, one, Client, Cluster};
+use queue_client_tests::{claim, complete_all, eventually, one, Client, Cluster};
 
 /// A small deterministic random number generator (xorshift), so that a
 /// failing run can be read again: each thread seeds its own.
@@ -511,6 +511,74 @@ fn a_transaction_that_claims_again_does_not_wait_for_a_claim_that_waits_for_it()
         &[],
     );
     assert_eq!(in_flight, 3);
+}
+
+/// A claim in a transaction that is then prepared keeps its reservation:
+/// a claim beside it that the limit would leave short waits until the
+/// prepared transaction is committed, and then counts its jobs in flight. A
+/// prepared claim rolled back with no claim waiting leaves its entry
+/// behind, and the next claim that would be short by it finds it ended,
+/// frees it and takes the whole room.
+#[test]
+fn a_prepared_claim_counts_until_it_commits_and_its_entry_is_freed_after() {
+    let cluster = Cluster::start_with(&["max_prepared_transactions = 4"]);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "SELECT queue_create('prepared', max_in_flight => 3);
+             SELECT count(*) FROM queue_enqueue_batch('prepared', array_fill('{}'::jsonb, ARRAY[10]));",
+        )
+        .unwrap();
+    let claim_in = |client: &mut Client, gid: &str, n: i32| {
+        client.batch_execute("BEGIN").unwrap();
+        let jobs = claim(client, "prepared", n);
+        client
+            .batch_execute(&format!("PREPARE TRANSACTION '{gid}'"))
+            .unwrap();
+        jobs
+    };
+    let first = claim_in(&mut client, "first", 2);
+    assert_eq!(first.len(), 2);
+    let mut second = cluster.connect();
+    let second_pid: i32 = one(&mut second, "SELECT pg_backend_pid()", &[]);
+    let waiting = std::thread::spawn(move || {
+        let jobs = claim(&mut second, "prepared", 3);
+        (jobs, second)
+    });
+    let mut observer = cluster.connect();
+    eventually("the claim beside it to wait for the prepared one", || {
+        one::<bool>(
+            &mut observer,
+            "SELECT EXISTS (SELECT FROM pg_stat_activity
+                             WHERE pid = $1 AND wait_event = 'transactionid')",
+            &[&second_pid],
+        )
+    });
+    client.batch_execute("COMMIT PREPARED 'first'").unwrap();
+    let (beside, mut second) = waiting.join().unwrap();
+    assert_eq!(beside.len(), 1, "the 2 of the prepared claim are in flight");
+    let in_flight = |client: &mut Client| -> i64 {
+        one(
+            client,
+            "SELECT count(*) FROM queue_jobs WHERE queue = 'prepared' AND status = 'processing'",
+            &[],
+        )
+    };
+    assert_eq!(in_flight(&mut client), 3);
+    assert_eq!(
+        complete_all(&mut client, &[first, beside].concat()).len(),
+        3
+    );
+    assert_eq!(claim_in(&mut client, "rolled back", 1).len(), 1);
+    client
+        .batch_execute("ROLLBACK PREPARED 'rolled back'")
+        .unwrap();
+    assert_eq!(
+        claim(&mut second, "prepared", 3).len(),
+        3,
+        "the rolled back claim's entry no longer counts"
+    );
+    assert_eq!(in_flight(&mut client), 3);
 }
 
 /// 8 consumers pull 1,000 jobs of 20 groups from a queue with
