@@ -12,7 +12,8 @@
 //! it leaves room for all of them; a younger claim, in turn, leaves room for
 //! it. A reservation describes only an uncommitted claim, so a crash or a
 //! failover, which ends every transaction, loses nothing that counts: the
-//! claims that committed are in the tables.
+//! claims that committed are in the tables. (A prepared transaction is the
+//! exception: it outlives a restart and its reservation does not.)
 //!
 //! Only there when the library is preloaded; a claim that finds no room in
 //! the table claims one at a time instead (`limits::take_turn`).
