@@ -495,6 +495,21 @@ pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until the backend `pid` waits for a heavyweight lock that another
+/// session holds (its wait event says so): the state that shows it is held
+/// up, rather than a time it took.
+pub fn waits_for_a_lock(cluster: &Cluster, pid: i32, what: &str) {
+    let mut observer = cluster.connect();
+    eventually(&format!("{what} to wait for a lock"), || {
+        one::<bool>(
+            &mut observer,
+            // (each poll is a transaction of its own: a fresh pg_stat_activity)
+            "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock')",
+            &[&pid],
+        )
+    });
+}
+
 /// A queue `work` with jobs in every status: pending (due, and one
 /// scheduled a day ahead), succeeded, failed and cancelled; the caller adds
 /// a processing one with the lease it keeps.

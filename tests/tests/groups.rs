@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queue_client_tests::receiver::Receiver;
-use queue_client_tests::{claim, complete_all, eventually, one, Client, Cluster};
+use queue_client_tests::{claim, complete_all, eventually, one, waits_for_a_lock, Client, Cluster};
 
 /// A small deterministic random number generator (xorshift), so that a
 /// failing run can be read again: each thread seeds its own.
@@ -486,15 +486,7 @@ fn a_transaction_that_claims_again_does_not_wait_for_a_claim_that_waits_for_it()
             &[],
         )
     });
-    let mut observer = cluster.connect();
-    eventually("the second session's claim to wait for the first", || {
-        one::<bool>(
-            &mut observer,
-            "SELECT EXISTS (SELECT FROM pg_stat_activity
-                             WHERE pid = $1 AND wait_event = 'transactionid')",
-            &[&second_pid],
-        )
-    });
+    waits_for_a_lock(&cluster, second_pid, "the second session's claim");
     // (the waiting claim reserved 3: nothing is left beside it; before,
     // this claim waited for it, and one of the two ended with 40P01)
     let again = claim(&mut tx, 2);
@@ -545,15 +537,7 @@ fn a_prepared_claim_counts_until_it_commits_and_its_entry_is_freed_after() {
         let jobs = claim(&mut second, "prepared", 3);
         (jobs, second)
     });
-    let mut observer = cluster.connect();
-    eventually("the claim beside it to wait for the prepared one", || {
-        one::<bool>(
-            &mut observer,
-            "SELECT EXISTS (SELECT FROM pg_stat_activity
-                             WHERE pid = $1 AND wait_event = 'transactionid')",
-            &[&second_pid],
-        )
-    });
+    waits_for_a_lock(&cluster, second_pid, "the claim beside the prepared one");
     client.batch_execute("COMMIT PREPARED 'first'").unwrap();
     let (beside, mut second) = waiting.join().unwrap();
     assert_eq!(beside.len(), 1, "the 2 of the prepared claim are in flight");

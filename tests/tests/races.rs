@@ -9,23 +9,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use queue_client_tests::{
-    claim, complete, complete_all, enqueue_many, eventually, on_connections, one, Cluster,
+    claim, complete, complete_all, enqueue_many, eventually, on_connections, one, waits_for_a_lock,
+    Cluster,
 };
-
-/// Waits until the backend `pid` waits for a heavyweight lock that another
-/// session holds (its wait event says so): the state that shows it is held
-/// up, rather than a time it took.
-fn waits_for_a_lock(cluster: &Cluster, pid: i32, what: &str) {
-    let mut observer = cluster.connect();
-    eventually(&format!("{what} to wait for a lock"), || {
-        one::<bool>(
-            &mut observer,
-            // (each poll is a transaction of its own: a fresh pg_stat_activity)
-            "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock')",
-            &[&pid],
-        )
-    });
-}
 
 /// 8 connections claim and complete 5,000 jobs until the queue is empty:
 /// every job is delivered exactly once, and none is lost.
