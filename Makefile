@@ -9,7 +9,8 @@ PG18_CONFIG ?= $(PG18_PREFIX)/bin/pg_config
 PG_CONFIG ?= $(PG15_CONFIG)
 PG_VERSIONS ?= 15 18
 export PG_CONFIG PG18_PREFIX
-export PATH := $(HOME)/.cargo/bin:$(PATH)
+# (target/python: the tests' and the demo's Python packages, scripts/setup.sh)
+export PATH := $(CURDIR)/target/python/bin:$(HOME)/.cargo/bin:$(PATH)
 
 PGVER := $(shell $(PG_CONFIG) --version 2>/dev/null | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
 TEST_PGDATA ?= /tmp/queue-test-pgdata-$(PGVER)

@@ -60,27 +60,30 @@ if ! grep -qs "^pg15 = \"$PG15_CONFIG\"" "$pgrx_config" ||
     cargo pgrx init --pg15 "$PG15_CONFIG" --pg18 "$PG18_CONFIG"
 fi
 
-# The clients that tests/tests/readme.rs runs the README's consumer loops
-# with: psycopg 3 for the python3 on PATH (from PyPI; Debian's package where
-# pip cannot install), and node-postgres and the Standard Webhooks library
-# (for the README's Node signature check), pinned by tests/readme's lock file.
-if ! python3 -c 'import psycopg' 2>/dev/null; then
-    stdlib=$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')
-    if python3 -m pip --version >/dev/null 2>&1 && [ ! -e "$stdlib/EXTERNALLY-MANAGED" ]; then
-        echo "installing psycopg 3 for $(command -v python3)"
-        python3 -m pip install --quiet 'psycopg[binary]'
-    else
-        echo "installing python3-psycopg"
-        sudo_if_needed apt-get update -q
-        sudo_if_needed apt-get install -y -q --no-install-recommends python3-psycopg
-    fi
+# The Python packages that the tests and the demo run with, in a virtual
+# environment of the clone's own, target/python, which the Makefile puts
+# first on PATH: Debian's python3 refuses `pip install` (PEP 668), and a
+# Python of the user's own stays untouched. psycopg 3 (the README's Python
+# consumer loops, tests/tests/readme.rs), the Standard Webhooks reference
+# library (tests/tests/webhooks.rs and the demo verify the worker's
+# signatures with it: an implementation not ours), and Patroni with its Raft
+# DCS, no etcd (tests/ha/failover.py, make test-ha). Pinned where it matters.
+VENV=target/python
+if [ ! -x "$VENV/bin/python3" ] && ! python3 -m venv "$VENV" >/dev/null 2>&1; then
+    # (Debian keeps venv's pip bootstrap in a package of its own)
+    rm -rf "$VENV"
+    echo "installing python3-venv"
+    sudo_if_needed apt-get update -q
+    sudo_if_needed apt-get install -y -q --no-install-recommends python3-venv
+    python3 -m venv "$VENV"
 fi
-# The Standard Webhooks reference library, which tests/tests/webhooks.rs
-# verifies the worker's signatures with (an implementation not ours). Pinned.
-if ! python3 -c 'import standardwebhooks' 2>/dev/null; then
-    echo "installing standardwebhooks for $(command -v python3)"
-    python3 -m pip install --quiet 'standardwebhooks==1.1.0'
+if ! "$VENV/bin/python3" -c 'import psycopg, standardwebhooks, patroni, pysyncobj' 2>/dev/null; then
+    echo "installing psycopg 3, standardwebhooks and patroni into $VENV"
+    "$VENV/bin/python3" -m pip install --quiet 'psycopg[binary]' 'standardwebhooks==1.1.0' \
+        'patroni[raft]==4.1.5'
 fi
+# node-postgres and the Standard Webhooks library (the README's Node consumer
+# loop and signature check), pinned by tests/readme's lock file.
 if ! command -v npm >/dev/null; then
     echo "installing nodejs and npm"
     sudo_if_needed apt-get update -q
@@ -90,11 +93,4 @@ if [ ! -e tests/readme/node_modules/pg/package.json ] ||
    [ ! -e tests/readme/node_modules/standardwebhooks/package.json ]; then
     echo "installing node-postgres and standardwebhooks into tests/readme"
     npm ci --prefix tests/readme --no-audit --no-fund
-fi
-# Patroni with its Raft DCS (no etcd), which tests/ha/failover.py (make
-# test-ha) runs a three-node cluster with (it talks to PostgreSQL through the
-# psycopg 3 installed above). Pinned.
-if ! python3 -c 'import patroni' 2>/dev/null; then
-    echo "installing patroni for $(command -v python3)"
-    python3 -m pip install --quiet 'patroni[raft]==4.1.5'
 fi
