@@ -6,15 +6,21 @@
 # so that each round starts from the same backlog; a round takes half of it
 # at most (at most 100,000 jobs), its rate the jobs taken over its time. Each line against pgmq in
 # the same run, and against its own side's smallest backlog (a claim whose
-# cost does not grow with the backlog stays near 1.00). One throwaway
-# cluster; the sides take turns round by round.
-# Settings: BENCH_BACKLOGS ("10000 1000000 10000000"), BENCH_ROUNDS (7),
+# cost does not grow with the backlog stays near 1.00). A third side, up to
+# BENCH_ORDERED_MAX due jobs, runs the same claim + complete on an ordered
+# queue whose jobs belong to 10 groups: a claim takes at most one head per
+# group, and every job but the heads waits behind one, so its rate stays
+# near its smallest backlog's only if a claim does not read the jobs that
+# wait. One throwaway cluster; the sides take turns round by round.
+# Settings: BENCH_BACKLOGS ("10000 1000000 10000000"), BENCH_ORDERED_MAX
+# (1000000), BENCH_ROUNDS (7),
 # BENCH_CLIENTS (4), BENCH_DOC (BENCHMARKS.md, its
 # backlog-run markers; empty: print only), BENCH_DIR, BENCH_PORT,
 # PGMQ_INSTALL (binary).
 . "$(dirname "$0")/common.sh"
 
 BACKLOGS=${BENCH_BACKLOGS:-10000 1000000 10000000}
+ORDERED_MAX=${BENCH_ORDERED_MAX:-1000000}
 ROUNDS=${BENCH_ROUNDS:-7}
 CLIENTS=${BENCH_CLIENTS:-4}
 DOC=${BENCH_DOC-BENCHMARKS.md}
@@ -29,12 +35,15 @@ workdir qbench-backlog
 sql > /dev/null <<SQL
 CREATE EXTENSION queue;
 SELECT queue_create('b', retention => '0');
+SELECT queue_create('o', retention => '0', ordered => true);
 SELECT pgmq.create('b');
 SQL
-cat > "$WORK/queue.sql" <<'SQL'
-SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(lease), '{}') AS leases FROM queue_claim('b', 'bench', 100) \gset
+for side in queue:b ordered:o; do
+    cat > "$WORK/${side%:*}.sql" <<SQL
+SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(lease), '{}') AS leases FROM queue_claim('${side#*:}', 'bench', 100) \\gset
 SELECT count(*) FROM queue_complete_batch(':ids'::bigint[], ':leases'::uuid[]);
 SQL
+done
 cat > "$WORK/pgmq.sql" <<'SQL'
 SELECT coalesce(array_agg(msg_id), '{}') AS ids FROM pgmq.read('b', 30, 100) \gset
 SELECT count(*) FROM pgmq.delete('b', ':ids'::bigint[]);
@@ -43,6 +52,7 @@ SQL
 waiting() {
     case $1 in
     queue) sql -c "SELECT pending FROM queue_stats WHERE queue = 'b'" ;;
+    ordered) sql -c "SELECT pending FROM queue_stats WHERE queue = 'o'" ;;
     pgmq) sql -c "SELECT count(*) FROM pgmq.q_b" ;;
     esac
 }
@@ -59,6 +69,9 @@ top_up() {
                    LATERAL queue_enqueue_batch('b', array_fill('$PAYLOAD'::jsonb, ARRAY[10000 + 0 * g]))" ;;
     pgmq) sql -c "SELECT count(*) FROM generate_series(1, $chunks) g,
                   LATERAL pgmq.send_batch('b', array_fill('$PAYLOAD'::jsonb, ARRAY[10000 + 0 * g]))" ;;
+    ordered) sql -c "SELECT count(*) FROM generate_series(1, $chunks) g,
+                     LATERAL queue_enqueue_batch('o', array_fill('$PAYLOAD'::jsonb, ARRAY[10000 + 0 * g]),
+                         group_keys => ARRAY(SELECT 'g' || i % 10 FROM generate_series(1, 10000 + 0 * g) i))" ;;
     esac > /dev/null
 }
 
@@ -66,22 +79,26 @@ RAW=$WORK/rounds.csv
 : > "$RAW"
 for backlog in $BACKLOGS; do
     echo "backlog $backlog: filling" >&2
-    top_up queue "$backlog"
-    top_up pgmq "$backlog"
+    sides="queue pgmq"
+    [ "$backlog" -le "$ORDERED_MAX" ] && sides+=" ordered"
+    for side in $sides; do top_up "$side" "$backlog"; done
     sql -c "VACUUM ANALYZE" > /dev/null
     # each round takes at most half the backlog (and at most 100,000 jobs),
     # so that it never runs low
     take=$(( backlog / 2 < 100000 ? backlog / 2 : 100000 ))
     per_client=$(( take / 100 / CLIENTS > 0 ? take / 100 / CLIENTS : 1 ))
     for r in $(seq 1 "$ROUNDS"); do
-        for side in queue pgmq; do
+        for side in $sides; do
             top_up "$side" "$backlog"
             sql -c "CHECKPOINT" > /dev/null
             before=$(waiting "$side")
-            tps=$(pgb -c "$CLIENTS" -j 2 -t "$per_client" -f "$side.sql" | awk '/^tps = / { print $3; exit }')
+            # (an ordered claim takes at most one job per group: 10)
+            n=$per_client
+            [ "$side" = ordered ] && n=$(( per_client * 10 ))
+            tps=$(pgb -c "$CLIENTS" -j 2 -t "$n" -f "$side.sql" | awk '/^tps = / { print $3; exit }')
             done_jobs=$(( before - $(waiting "$side") ))
             # jobs taken over the round's time (its transactions / tps)
-            rate=$(awk -v n="$done_jobs" -v t="$tps" -v x="$((per_client * CLIENTS))" 'BEGIN { printf "%.0f", n * t / x }')
+            rate=$(awk -v n="$done_jobs" -v t="$tps" -v x="$((n * CLIENTS))" 'BEGIN { printf "%.0f", n * t / x }')
             echo "$backlog,$side,$r,$rate" >> "$RAW"
             echo "  backlog $backlog $side round $r: $rate jobs/s" >&2
         done
@@ -92,11 +109,13 @@ med() { awk -F, -v b="$1" -v s="$2" '$1 == b && $2 == s { print $4 }' "$RAW" | m
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 first=${BACKLOGS%% *}
 table=$(
-    echo "| due jobs before each round | queue jobs/s | pgmq jobs/s | queue/pgmq | queue / its $first line | pgmq / its $first line |"
-    echo "|---|---|---|---|---|---|"
+    echo "| due jobs before each round | queue jobs/s | pgmq jobs/s | queue/pgmq | queue / its $first line | pgmq / its $first line | ordered, 10 groups: jobs/s | ordered / its $first line |"
+    echo "|---|---|---|---|---|---|---|---|"
     for backlog in $BACKLOGS; do
-        q=$(med "$backlog" queue); p=$(med "$backlog" pgmq)
-        echo "| $backlog | $q | $p | $(ratio "$q" "$p") | $(ratio "$q" "$(med "$first" queue)") | $(ratio "$p" "$(med "$first" pgmq)") |"
+        q=$(med "$backlog" queue); p=$(med "$backlog" pgmq); o=$(med "$backlog" ordered)
+        o_ratio=–
+        [ -n "$o" ] && o_ratio=$(ratio "$o" "$(med "$first" ordered)")
+        echo "| $backlog | $q | $p | $(ratio "$q" "$p") | $(ratio "$q" "$(med "$first" queue)") | $(ratio "$p" "$(med "$first" pgmq)") | ${o:-–} | $o_ratio |"
     done
 )
 echo "$table"

@@ -59,11 +59,11 @@ pub fn claim(
     worker: Option<&str>,
     bodies: bool,
 ) -> Claim {
-    let now = crate::time::now_us();
+    let mut now = crate::time::now_us();
     chores(client, queue, max_jobs, now);
 
-    let expires = db::timestamp(add_delay(now, lease_us));
-    let claim = |client: &mut SpiClient<'_>, wanted: usize, ids: Option<Vec<i64>>| {
+    let claim = |client: &mut SpiClient<'_>, now: i64, wanted: usize, ids: Option<Vec<i64>>| {
+        let expires = db::timestamp(add_delay(now, lease_us));
         let (stmt, ids) = match ids {
             None if queue.limits.ordered => (&queries::CLAIM_ORDERED, None),
             None => (&queries::CLAIM, None),
@@ -114,15 +114,24 @@ pub fn claim(
     // (an ordered queue whose limits count nothing claims in one statement,
     // claim_next_ordered.sql)
     let turn = limits::counted(&queue.limits).then(|| limits::take_turn(queue, max_jobs));
+    if turn.is_some() {
+        // (a claim that counts reads the clock once it has its turn: the
+        // claims before it, which it may have waited for, are then all
+        // older, and `limits::note` keeps what it counts)
+        now = crate::time::now_us();
+    }
     let mut jobs = Vec::with_capacity(max_jobs);
     let mut held_back = false;
     // jobs chosen that someone else had locked meanwhile (a cancel, a
     // purge): the next choice passes them by
     let mut taken_elsewhere = HashSet::new();
+    // (an ordered queue's claim looks at the front of the claim order
+    // first; when that comes back short, at the heads group by group)
+    let mut by_group = false;
     for _ in 0..CLAIM_ROUNDS {
         let wanted = max_jobs - jobs.len();
         let (limit, ids) = if let Some(turn) = &turn {
-            let chosen = limits::choose(client, queue, turn, wanted, now, &taken_elsewhere);
+            let chosen = limits::choose(client, queue, turn, wanted, &mut now, &taken_elsewhere);
             held_back |= chosen.held_back;
             match chosen.pick {
                 limits::Pick::Next(0) => break,
@@ -130,13 +139,25 @@ pub fn claim(
                 limits::Pick::Next(room) => (room, None),
                 limits::Pick::These(ids) => (ids.len(), Some(ids)),
             }
+        } else if by_group {
+            let ids: Vec<i64> =
+                limits::group_firsts(client, queue, wanted + taken_elsewhere.len(), None)
+                    .into_iter()
+                    .map(|(id, _)| id)
+                    .filter(|id| !taken_elsewhere.contains(id))
+                    .take(wanted)
+                    .collect();
+            if ids.is_empty() {
+                break;
+            }
+            (ids.len(), Some(ids))
         } else {
             (wanted, None)
         };
         let asked: Vec<i64> = ids.clone().unwrap_or_default();
         let mut exhausted = Vec::new();
         let mut claimed = Vec::new();
-        for row in claim(client, limit, ids) {
+        for row in claim(client, now, limit, ids) {
             match row {
                 Ok(job) => claimed.push(job),
                 Err(id) => exhausted.push(id),
@@ -160,7 +181,9 @@ pub fn claim(
         jobs.extend(claimed);
         // Jobs with no attempt left go to the dead letters, and jobs someone
         // else had locked are passed by: look for others to fill the batch.
-        let again = !exhausted.is_empty() || missed > 0;
+        let short = queue.limits.ordered && turn.is_none() && !by_group && got.len() < limit;
+        let again = !exhausted.is_empty() || missed > 0 || short;
+        by_group |= short;
         bury(client, exhausted, now, None);
         if !again || jobs.len() >= max_jobs {
             break;

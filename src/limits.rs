@@ -11,7 +11,10 @@
 //! took. An ordered queue needs no count and no lock: only a group's
 //! oldest unfinished job may be claimed, one row, which `FOR UPDATE SKIP
 //! LOCKED` hands to one claimer; without limits that count it claims in
-//! one statement (claim_next_ordered.sql).
+//! one statement (claim_next_ordered.sql), which looks at the front of the
+//! claim order only; when that comes back short, or a claim with limits
+//! found too few in the first jobs it read, what may go is found group by
+//! group (`group_firsts`).
 
 use std::collections::{HashMap, HashSet};
 
@@ -88,26 +91,35 @@ impl Turn {
     }
 }
 
+/// How long claims stay in `queue_claims` past the longest window of their
+/// queue (`note`). A claim counts the windows that end at its own time, read
+/// once it has its turn and again after each wait; a claim beside it that
+/// read the clock a little later must not delete claims it still counts.
+/// (Measured without it: a window of 45 claims where 40 were allowed.)
+const CLOCK_MARGIN_US: i64 = 10_000_000;
+
 /// Counts per group; the key None is the queue as a whole.
 type Counts = HashMap<Option<String>, i64>;
 
 /// Up to `wanted` ready jobs of `queue` that a claim at `now` may take
 /// without passing a limit: the queue's room first, then the first ready
 /// jobs in claim order whose group has room (and, in an ordered queue, that
-/// are their group's oldest unfinished job). It reads further into the
-/// ready jobs, four times as far each time, until it has found enough or
-/// read them all. The caller has taken its `turn`.
+/// are their group's oldest unfinished job). When the first ready jobs it
+/// reads do not fill it, it reads the rest group by group: each group's
+/// first jobs, or in an ordered queue each group's head (`group_firsts`).
+/// The caller has taken its `turn`.
 /// `passed`: jobs someone else had locked, which are not chosen again.
 pub fn choose(
     client: &mut SpiClient<'_>,
     queue: &Queue,
     turn: &Turn,
     wanted: usize,
-    now: i64,
+    now: &mut i64,
     passed: &HashSet<i64>,
 ) -> Chosen {
     let limits = &queue.limits;
     let room = room_of_queue(client, queue, turn, wanted, now, true).max(0) as usize;
+    let now = *now;
     let held_back = room < wanted;
     if room == 0 {
         return Chosen {
@@ -131,20 +143,32 @@ pub fn choose(
             held_back,
         };
     }
-    let mut scan = room * 2 + 16 + passed.len();
+    // (no group takes more than this in one claim)
+    let most_per_group = per_group.into_iter().chain(group_rate).min();
+    let scan = room * 2 + 16 + passed.len();
+    let mut by_group = false;
     loop {
-        let candidates: Vec<(i64, Option<String>, bool)> = db::run(
-            client,
-            &queries::CLAIM_CANDIDATES,
-            args![
-                queue_id = queue.id,
-                limit = scan.min(i32::MAX as usize) as i32,
-                ordered = limits.ordered
-            ],
-        )
-        .map(|r| (r.value("id"), r.get("group_key"), r.value("head")))
-        .collect();
-        let read_all = candidates.len() < scan;
+        // Reading further job by job could read a whole backlog of busy
+        // groups, each of them at its limit or waiting for its head: the
+        // second look reads group by group instead.
+        let candidates: Vec<(i64, Option<String>, bool)> = match by_group {
+            false => db::run(
+                client,
+                &queries::CLAIM_CANDIDATES,
+                args![
+                    queue_id = queue.id,
+                    limit = scan.min(i32::MAX as usize) as i32,
+                    ordered = limits.ordered
+                ],
+            )
+            .map(|r| (r.value("id"), r.get("group_key"), r.value("head")))
+            .collect(),
+            true => group_firsts(client, queue, room + passed.len(), most_per_group)
+                .into_iter()
+                .map(|(id, group)| (id, group, true))
+                .collect(),
+        };
+        let read_all = by_group || candidates.len() < scan;
         let mut groups: Vec<String> = candidates.iter().filter_map(|c| c.1.clone()).collect();
         groups.sort_unstable();
         groups.dedup();
@@ -190,21 +214,49 @@ pub fn choose(
                 held_back: held_back || skipped,
             };
         }
-        scan = scan.saturating_mul(4);
+        by_group = true;
     }
+}
+
+/// What a claim of `queue` may take, found group by group, in claim order
+/// (group_firsts.sql): each group's head in an ordered queue, otherwise
+/// each group's first `per_group` ready jobs; and the first `ungrouped`
+/// jobs without a group of each priority. What a claim falls back on when
+/// the front of the claim order did not fill it. Not locked.
+pub fn group_firsts(
+    client: &mut SpiClient<'_>,
+    queue: &Queue,
+    ungrouped: usize,
+    per_group: Option<i64>,
+) -> Vec<(i64, Option<String>)> {
+    let per_group = per_group.unwrap_or(1).clamp(1, i64::from(i32::MAX)) as i32;
+    db::run(
+        client,
+        &queries::GROUP_FIRSTS,
+        args![
+            queue_id = queue.id,
+            limit = ungrouped.min(i32::MAX as usize) as i32,
+            per_group = per_group,
+            ordered = queue.limits.ordered
+        ],
+    )
+    .map(|r| (r.value("id"), r.get("group_key")))
+    .collect()
 }
 
 /// How many of `wanted` jobs a claim at `now` may take by the limits of
 /// `queue` as a whole: its `max_in_flight` (when `in_flight_counts`: a job
 /// claimed again is in flight already) and its `rate_limit`, less what
 /// older claims under way beside it may take. When those would leave it
-/// short, it waits for them to end and counts again. Negative: none.
+/// short, it waits for them to end, reads the clock again into `now` (a
+/// claim's time must not fall behind the claims it waited for: see `note`)
+/// and counts again. Negative: none.
 fn room_of_queue(
     client: &mut SpiClient<'_>,
     queue: &Queue,
     turn: &Turn,
     wanted: usize,
-    now: i64,
+    now: &mut i64,
     in_flight_counts: bool,
 ) -> i64 {
     let limits = &queue.limits;
@@ -223,7 +275,7 @@ fn room_of_queue(
             room = room.min(i64::from(max) - busy);
         }
         if let Some((n, _)) = limits.rate {
-            let used = rate_used(client, queue, now, Vec::new());
+            let used = rate_used(client, queue, *now, Vec::new());
             let used = used.get(&None).copied().unwrap_or(0) + under_way;
             room = room.min(i64::from(n) - used);
         }
@@ -232,14 +284,18 @@ fn room_of_queue(
             // ended, the counts say what they took (a transaction's second
             // claim takes what is left beside those that came after its
             // first: they may be waiting for it)
-            Some(older) if room < wanted as i64 && older.can_wait() => older.wait(),
+            Some(older) if room < wanted as i64 && older.can_wait() => {
+                older.wait();
+                *now = crate::time::now_us();
+            }
             _ => return room,
         }
     }
 }
 
 /// A job of `group` that a stopped worker left in flight is to be claimed
-/// again at `now` (sql_delivery::recover_one). It is in flight already, so
+/// again at `now`, read again once the claim has its turn
+/// (sql_delivery::recover_one). It is in flight already, so
 /// only the rate windows may hold it back, and its claim counts in them
 /// (`note`). Returns the claim's turn (None: the queue has no rate limit),
 /// or, when a window is full, when its first claim leaves it (the job
@@ -248,14 +304,16 @@ pub fn turn_to_claim_again(
     client: &mut SpiClient<'_>,
     queue: &Queue,
     group: Option<&str>,
-    now: i64,
+    now: &mut i64,
 ) -> Result<Option<Turn>, i64> {
     let limits = &queue.limits;
     if limits.rate.is_none() && limits.group_rate.is_none() {
         return Ok(None);
     }
     let turn = take_turn(queue, 1);
+    *now = crate::time::now_us();
     let mut room = room_of_queue(client, queue, &turn, 1, now, false);
+    let now = *now;
     if let (Some((n, _)), Some(group)) = (limits.group_rate, group) {
         let used = rate_used(client, queue, now, vec![group.to_string()]);
         room = room.min(i64::from(n) - used.get(&Some(group.to_string())).copied().unwrap_or(0));
@@ -316,7 +374,7 @@ pub fn note<'a>(
         &queries::RATE_NOTE,
         args![
             queue_id = queue.id,
-            before = db::timestamp(now - longest),
+            before = db::timestamp(now - longest - CLOCK_MARGIN_US),
             at = db::timestamp(now),
             groups = groups,
             jobs = jobs,

@@ -87,6 +87,8 @@ statements! {
             priority, run_at, turn, webhook_id, body, group_key);
     CLAIM_CANDIDATES = "claim_candidates.sql" (queue_id: INT4OID, limit: INT4OID,
         ordered: BOOLOID) -> (id, group_key, head);
+    GROUP_FIRSTS = "group_firsts.sql" (queue_id: INT4OID, limit: INT4OID, per_group: INT4OID,
+        ordered: BOOLOID) -> (id, group_key);
     IN_FLIGHT = "in_flight.sql" (queue_id: INT4OID, groups: TEXTARRAYOID) -> (group_key, busy);
     RATE_USED = "rate_used.sql" (queue_id: INT4OID, since: TIMESTAMPTZOID,
         group_since: TIMESTAMPTZOID, groups: TEXTARRAYOID) -> (group_key, used);

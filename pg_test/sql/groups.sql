@@ -132,6 +132,55 @@ UPDATE queue_live SET lease_expires_at = now() - interval '1 second'
  WHERE group_key = 'k2' AND state = 'processing';
 SELECT payload, attempt FROM queue_claim('g.ord', max_jobs => 10);
 
+-- a claim finds a group's head behind any number of jobs that wait: 'a'
+-- keeps its head in flight, and its 199 other jobs come before b's next
+-- job in claim order once b has gone a few turns ahead
+SELECT queue_create('g.deep', ordered => true);
+SELECT count(*) FROM queue_enqueue_batch('g.deep', array_fill('{"g": "a"}'::jsonb, ARRAY[200]),
+    group_keys => array_fill('a'::text, ARRAY[200]));
+SELECT count(*) FROM queue_enqueue_batch('g.deep', array_fill('{"g": "b"}'::jsonb, ARRAY[200]),
+    group_keys => array_fill('b'::text, ARRAY[200]));
+SELECT payload->>'g' AS g FROM queue_claim('g.deep', max_jobs => 1);
+DO $$
+BEGIN
+    FOR i IN 1..50 LOOP
+        PERFORM queue_complete(c.id, c.lease) FROM queue_claim('g.deep', max_jobs => 10) c;
+    END LOOP;
+END $$;
+SELECT group_key, pending, processing FROM queue_groups('g.deep') ORDER BY group_key;
+-- the same through a claim that counts a limit
+SELECT queue_alter('g.deep', max_in_flight => 100);
+DO $$
+BEGIN
+    FOR i IN 1..50 LOOP
+        PERFORM queue_complete(c.id, c.lease) FROM queue_claim('g.deep', max_jobs => 10) c;
+    END LOOP;
+END $$;
+SELECT group_key, pending, processing FROM queue_groups('g.deep') ORDER BY group_key;
+-- a job without a group at a lower priority is a head of its own
+SELECT queue_enqueue('g.deep', '{"g": "none"}', priority => -1) > 0;
+SELECT payload->>'g' AS g FROM queue_claim('g.deep', max_jobs => 10);
+SELECT queue_alter('g.deep', max_in_flight => 0);
+SELECT queue_enqueue('g.deep', '{"g": "none again"}', priority => -1) > 0;
+SELECT payload->>'g' AS g FROM queue_claim('g.deep', max_jobs => 10);
+
+-- the same for a group at its group_max_in_flight, in a queue without order
+SELECT queue_create('g.deep_limit', group_max_in_flight => 1);
+SELECT count(*) FROM queue_enqueue_batch('g.deep_limit', array_fill('{"g": "a"}'::jsonb, ARRAY[200]),
+    group_keys => array_fill('a'::text, ARRAY[200]));
+SELECT count(*) FROM queue_enqueue_batch('g.deep_limit', array_fill('{"g": "b"}'::jsonb, ARRAY[200]),
+    group_keys => array_fill('b'::text, ARRAY[200]));
+SELECT payload->>'g' AS g FROM queue_claim('g.deep_limit', max_jobs => 1);
+DO $$
+BEGIN
+    FOR i IN 1..50 LOOP
+        PERFORM queue_complete(c.id, c.lease) FROM queue_claim('g.deep_limit', max_jobs => 10) c;
+    END LOOP;
+END $$;
+SELECT group_key, pending, processing FROM queue_groups('g.deep_limit') ORDER BY group_key;
+SELECT queue_enqueue('g.deep_limit', '{"g": "none"}', priority => -1) > 0;
+SELECT payload->>'g' AS g FROM queue_claim('g.deep_limit', max_jobs => 10);
+
 -- limits: max_in_flight for the queue, group_max_in_flight for each group
 SELECT queue_create('g.lim', max_in_flight => 3, group_max_in_flight => 2);
 SELECT count(*) FROM queue_enqueue_batch('g.lim', array_fill('{}'::jsonb, ARRAY[6]),

@@ -2,9 +2,23 @@
 -- group's oldest unfinished job: an ordered queue without limits that
 -- count (docs/groups.md). Only a group's head qualifies, one row per
 -- group, and FOR UPDATE SKIP LOCKED hands each to one claimer.
+--
+-- It looks only at the front's priority and turn and the two turns after
+-- it, so that the jobs waiting behind heads in flight (a busy group's
+-- next 100,000, say) are never probed one by one. That holds every group
+-- that is served turn by turn; when it comes back short, the claim finds
+-- the heads group by group (group_firsts.sql).
  WHERE l.id = ANY (ARRAY(
            SELECT r.id FROM queue_live r
             WHERE r.queue_id = $1 AND r.state = 'ready'
+              AND r.priority = (SELECT f.priority FROM queue_live f
+                                 WHERE f.queue_id = $1 AND f.state = 'ready'
+                                 ORDER BY f.priority DESC, f.turn, f.run_at, f.id
+                                 LIMIT 1)
+              AND r.turn <= (SELECT f.turn + 2 FROM queue_live f
+                              WHERE f.queue_id = $1 AND f.state = 'ready'
+                              ORDER BY f.priority DESC, f.turn, f.run_at, f.id
+                              LIMIT 1)
               AND (r.group_key IS NULL
                    OR (NOT EXISTS (SELECT FROM queue_live o
                                     WHERE o.queue_id = $1 AND o.group_key = r.group_key

@@ -273,11 +273,13 @@ fn look(name: &str) -> Look {
             found.ready = true;
         } else if row.value::<bool>("ready") {
             // (a queue without limits or order is answered without a statement)
-            found.ready =
-                match limits::choose(client, &queue, &Turn::Look, 1, now, &HashSet::new()).pick {
-                    Pick::Next(n) => n > 0,
-                    Pick::These(ids) => !ids.is_empty(),
-                };
+            // (a look never waits, so `clock` stays `now`)
+            let mut clock = now;
+            let look = limits::choose(client, &queue, &Turn::Look, 1, &mut clock, &HashSet::new());
+            found.ready = match look.pick {
+                Pick::Next(n) => n > 0,
+                Pick::These(ids) => !ids.is_empty(),
+            };
             if !found.ready {
                 found.held = true;
                 found.next_at = [found.next_at, at("window_ends_at")]

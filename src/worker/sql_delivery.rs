@@ -456,7 +456,7 @@ pub fn recover_one(client: &mut pgrx::spi::SpiClient<'_>, id: i64) -> Recovery {
     let sql_sender: bool = row.value("sql_sender");
     let queue_id: i32 = row.value("queue_id");
     let group: Option<String> = row.get("group_key");
-    let now = crate::time::now_us();
+    let mut now = crate::time::now_us();
     let stopped = format!("the queue worker stopped during attempt {attempts} of {max_attempts}");
     if !sql_sender {
         db::run(client, &queries::RELEASE_ONE, args![id = id]);
@@ -469,7 +469,7 @@ pub fn recover_one(client: &mut pgrx::spi::SpiClient<'_>, id: i64) -> Recovery {
     let Some(queue) = catalog::by_id(client, queue_id) else {
         return Recovery::Done;
     };
-    let turn = match limits::turn_to_claim_again(client, &queue, group.as_deref(), now) {
+    let turn = match limits::turn_to_claim_again(client, &queue, group.as_deref(), &mut now) {
         Ok(turn) => turn,
         Err(frees_at) => {
             // (its lease must outlast the wait: an expired one would hand
