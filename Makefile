@@ -105,7 +105,7 @@ bench-smoke: install
 	BENCH_ROUNDS=1 BENCH_SECS=1 BENCH_FILL=20000 BENCH_DRAIN_JOBS=2000 BENCH_IDLE_CPU_SECS=2 BENCH_DOC= \
 	    BENCH_DIR=/tmp/qbench/smoke BENCH_PORT=54419 bench/compare.sh
 
-## bench-backlog: claim + complete of 100 from a backlog of 10,000, 1,000,000 and 10,000,000 due jobs, queue against pgmq (about 15 minutes); writes BENCHMARKS.md
+## bench-backlog: claim + complete of 100 from a backlog of 10,000, 1,000,000 and 10,000,000 due jobs, queue against pgmq, and from an ordered queue of 10 groups (about 20 minutes); writes BENCHMARKS.md
 .PHONY: bench-backlog
 bench-backlog: install
 	cargo build -p pgmq-install
