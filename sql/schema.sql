@@ -235,8 +235,9 @@ CREATE TABLE queue_tallies (
 
 -- Claims of rate-limited queues (rate_limit, group_rate_limit): how many
 -- jobs one claim took, of one group (NULL: the queue as a whole), and when.
--- A claim counts what its queue's window holds and deletes what has left
--- every window. Written only for queues with a rate limit.
+-- A claim counts what its queue's window holds and deletes what left every
+-- window 10 seconds ago (limits.rs, CLOCK_MARGIN_US). Written only for queues
+-- with a rate limit.
 CREATE TABLE queue_claims (
     queue_id   integer NOT NULL,
     group_key  text,
