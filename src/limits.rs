@@ -145,7 +145,11 @@ pub fn choose(
         };
     }
     // (no group takes more than this in one claim)
-    let most_per_group = per_group.into_iter().chain(group_rate).min();
+    let most_per_group = per_group
+        .into_iter()
+        .chain(group_rate)
+        .chain([(room + passed.len()) as i64])
+        .min();
     let scan = room * 2 + 16 + passed.len();
     let mut by_group = false;
     loop {
