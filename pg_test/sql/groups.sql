@@ -135,27 +135,29 @@ SELECT payload, attempt FROM queue_claim('g.ord', max_jobs => 10);
 -- a claim finds a group's head behind any number of jobs that wait: 'a'
 -- keeps its head in flight, and its 199 other jobs come before b's next
 -- job in claim order once b has gone a few turns ahead
-SELECT queue_create('g.deep', ordered => true);
-SELECT count(*) FROM queue_enqueue_batch('g.deep', array_fill('{"g": "a"}'::jsonb, ARRAY[200]),
-    group_keys => array_fill('a'::text, ARRAY[200]));
-SELECT count(*) FROM queue_enqueue_batch('g.deep', array_fill('{"g": "b"}'::jsonb, ARRAY[200]),
-    group_keys => array_fill('b'::text, ARRAY[200]));
-SELECT payload->>'g' AS g FROM queue_claim('g.deep', max_jobs => 1);
-DO $$
+CREATE FUNCTION pg_temp.deep_backlog(q text, OUT a_jobs bigint, OUT b_jobs bigint,
+                                      OUT in_flight text) LANGUAGE plpgsql AS $$
 BEGIN
-    FOR i IN 1..50 LOOP
-        PERFORM queue_complete(c.id, c.lease) FROM queue_claim('g.deep', max_jobs => 10) c;
+    SELECT count(*) INTO a_jobs FROM queue_enqueue_batch(q,
+        array_fill('{"g": "a"}'::jsonb, ARRAY[200]), group_keys => array_fill('a'::text, ARRAY[200]));
+    SELECT count(*) INTO b_jobs FROM queue_enqueue_batch(q,
+        array_fill('{"g": "b"}'::jsonb, ARRAY[200]), group_keys => array_fill('b'::text, ARRAY[200]));
+    SELECT string_agg(payload->>'g', ' ') INTO in_flight FROM queue_claim(q, max_jobs => 1);
+END $$;
+-- claims of 10, each completed at once
+CREATE FUNCTION pg_temp.claim_and_complete(q text, claims int) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1..claims LOOP
+        PERFORM queue_complete(c.id, c.lease) FROM queue_claim(q, max_jobs => 10) c;
     END LOOP;
 END $$;
+SELECT queue_create('g.deep', ordered => true);
+SELECT * FROM pg_temp.deep_backlog('g.deep');
+SELECT pg_temp.claim_and_complete('g.deep', 50);
 SELECT group_key, pending, processing FROM queue_groups('g.deep') ORDER BY group_key;
 -- the same through a claim that counts a limit
 SELECT queue_alter('g.deep', max_in_flight => 100);
-DO $$
-BEGIN
-    FOR i IN 1..50 LOOP
-        PERFORM queue_complete(c.id, c.lease) FROM queue_claim('g.deep', max_jobs => 10) c;
-    END LOOP;
-END $$;
+SELECT pg_temp.claim_and_complete('g.deep', 50);
 SELECT group_key, pending, processing FROM queue_groups('g.deep') ORDER BY group_key;
 -- a job without a group at a lower priority is a head of its own
 SELECT queue_enqueue('g.deep', '{"g": "none"}', priority => -1) > 0;
@@ -166,17 +168,8 @@ SELECT payload->>'g' AS g FROM queue_claim('g.deep', max_jobs => 10);
 
 -- the same for a group at its group_max_in_flight, in a queue without order
 SELECT queue_create('g.deep_limit', group_max_in_flight => 1);
-SELECT count(*) FROM queue_enqueue_batch('g.deep_limit', array_fill('{"g": "a"}'::jsonb, ARRAY[200]),
-    group_keys => array_fill('a'::text, ARRAY[200]));
-SELECT count(*) FROM queue_enqueue_batch('g.deep_limit', array_fill('{"g": "b"}'::jsonb, ARRAY[200]),
-    group_keys => array_fill('b'::text, ARRAY[200]));
-SELECT payload->>'g' AS g FROM queue_claim('g.deep_limit', max_jobs => 1);
-DO $$
-BEGIN
-    FOR i IN 1..50 LOOP
-        PERFORM queue_complete(c.id, c.lease) FROM queue_claim('g.deep_limit', max_jobs => 10) c;
-    END LOOP;
-END $$;
+SELECT * FROM pg_temp.deep_backlog('g.deep_limit');
+SELECT pg_temp.claim_and_complete('g.deep_limit', 50);
 SELECT group_key, pending, processing FROM queue_groups('g.deep_limit') ORDER BY group_key;
 SELECT queue_enqueue('g.deep_limit', '{"g": "none"}', priority => -1) > 0;
 SELECT payload->>'g' AS g FROM queue_claim('g.deep_limit', max_jobs => 10);
