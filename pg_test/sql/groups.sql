@@ -132,6 +132,26 @@ UPDATE queue_live SET lease_expires_at = now() - interval '1 second'
  WHERE group_key = 'k2' AND state = 'processing';
 SELECT payload, attempt FROM queue_claim('g.ord', max_jobs => 10);
 
+-- a dead letter retried while a later job of its group is in flight waits
+-- for that job to end: never two jobs of an ordered group in flight
+SELECT queue_create('g.ord_retry', ordered => true, max_attempts => 1);
+SELECT queue_enqueue('g.ord_retry', '{"n": 1}', group_key => 'k') AS r1 \gset
+SELECT queue_enqueue('g.ord_retry', '{"n": 2}', group_key => 'k') AS r2 \gset
+SELECT queue_enqueue('g.ord_retry', '{"n": 3}', group_key => 'k') > 0;
+SELECT id, lease FROM queue_claim('g.ord_retry') \gset first_
+SELECT queue_fail(:first_id, :'first_lease', 'boom');
+SELECT payload FROM queue_claim('g.ord_retry');
+SELECT queue_retry(:r1);
+SELECT payload FROM queue_claim('g.ord_retry', max_jobs => 10);
+SELECT pending, processing, head_id = :r2 AS waits_on_2 FROM queue_groups('g.ord_retry');
+-- the same through a claim that counts a limit
+SELECT queue_alter('g.ord_retry', max_in_flight => 10);
+SELECT payload FROM queue_claim('g.ord_retry', max_jobs => 10);
+-- once the job in flight has ended, the retried one goes first
+SELECT queue_complete(l.id, l.lease) FROM queue_live l WHERE l.id = :r2;
+SELECT payload FROM queue_claim('g.ord_retry', max_jobs => 10);
+SELECT payload FROM queue_claim('g.ord_retry', max_jobs => 10);
+
 -- a claim finds a group's head behind any number of jobs that wait: 'a'
 -- keeps its head in flight, and its 199 other jobs come before b's next
 -- job in claim order once b has gone a few turns ahead

@@ -1,6 +1,7 @@
 -- (claim_set.sql) The first $2 ready jobs in claim order that are their
--- group's oldest unfinished job: an ordered queue without limits that
--- count (docs/groups.md). Only a group's head qualifies, one row per
+-- group's oldest unfinished job, of a group with no job in flight (a dead
+-- letter retried while a later job of its group is in flight waits for
+-- it): an ordered queue without limits that count (docs/groups.md). Only a group's head qualifies, one row per
 -- group, and FOR UPDATE SKIP LOCKED hands each to one claimer.
 --
 -- It looks only at the front's priority and turn and the two turns after
@@ -26,8 +27,7 @@
                        -- (a group's jobs in flight: an index of their own)
                        AND NOT EXISTS (SELECT FROM queue_live o
                                         WHERE o.queue_id = $1 AND o.group_key = r.group_key
-                                          AND o.state = 'processing' AND o.group_counted
-                                          AND o.id < r.id)))
+                                          AND o.state = 'processing' AND o.group_counted)))
             ORDER BY r.priority DESC, r.turn, r.run_at, r.id
             LIMIT $2
             FOR UPDATE OF r SKIP LOCKED))

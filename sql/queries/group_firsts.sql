@@ -1,9 +1,9 @@
 -- What a claim of queue $1 may take, group by group, in claim order: in an
 -- ordered queue ($4) each group's head, its oldest job not in flight when
--- that is ready and no older job of the group is in flight where it
--- counts; otherwise each group's first $3 ready jobs, in enqueue order. Then
--- jobs without a group, each a group of its own at turn 0: the first $2 of
--- each priority. What a claim falls back on when the front of the claim
+-- that is ready and no job of the group is in flight where it counts;
+-- otherwise each group's first $3 ready jobs, in enqueue order. Then jobs
+-- without a group, each a group of its own at turn 0: the first $2 of each
+-- priority. What a claim falls back on when the front of the claim
 -- order is the backlog of groups that must wait (a head in flight or
 -- waiting for its retry, a group at its limit): one probe per group, and
 -- per priority, however deep those backlogs are (limits.rs). Nothing is
@@ -50,8 +50,7 @@ SELECT c.id, c.group_key
          WHERE f.state = 'ready'
            AND NOT ($4 AND EXISTS (SELECT FROM queue_live o
                                     WHERE o.queue_id = $1 AND o.group_key = f.group_key
-                                      AND o.state = 'processing' AND o.group_counted
-                                      AND o.id < f.id))
+                                      AND o.state = 'processing' AND o.group_counted))
         UNION ALL
         SELECT x.id, x.group_key, x.priority, x.turn, x.run_at
           FROM priorities p
