@@ -3,9 +3,10 @@
 //! (src/complete_one.rs): REINDEX CONCURRENTLY of every table of the
 //! extension, an index dropped and made again, ALTER TABLE and VACUUM FULL
 //! of the tables that path writes, an index or a CHECK constraint added to
-//! queue_tallies, and a queue changed by another session while a
-//! transaction that already used the queue goes on. The consumers keep
-//! working through each, and every job is completed once.
+//! queue_tallies, a queue changed by another session while a transaction
+//! that already used the queue goes on, and REINDEX of the group indexes
+//! while an ordered queue is claimed behind a deep backlog. The consumers
+//! keep working through each, and every job is completed once.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -423,4 +424,134 @@ fn completes(tx: &mut postgres::Transaction<'_>, (id, lease): &(i64, String)) ->
         "SELECT queue_complete($1, $2::text::uuid)",
         &[id, lease],
     )
+}
+
+/// REINDEX CONCURRENTLY of the group indexes, and of the live tables as a
+/// whole, while an ordered queue is claimed behind a deep backlog: group
+/// `a` keeps its head in flight with 9,999 jobs behind it at the front of
+/// the claim order, so each claim finds group `b`'s head by the walk over
+/// the group index (group_firsts.sql). A connection made before the
+/// statements claims and completes throughout: `b`'s jobs one at a time in
+/// id order, none of `a`'s.
+#[test]
+fn reindex_of_the_group_indexes_beside_ordered_claims_behind_a_deep_backlog() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "SELECT queue_create('m.ord', ordered => true);
+             SELECT count(*) FROM queue_enqueue_batch('m.ord',
+                 array_fill('{\"g\": \"a\"}'::jsonb, ARRAY[10000]),
+                 group_keys => array_fill('a'::text, ARRAY[10000]));
+             SELECT count(*) FROM queue_enqueue_batch('m.ord',
+                 array_fill('{\"g\": \"b\"}'::jsonb, ARRAY[10000]),
+                 group_keys => array_fill('b'::text, ARRAY[10000]));",
+        )
+        .unwrap();
+    let a_head: i64 = one(
+        &mut admin,
+        "SELECT id FROM queue_claim('m.ord', 'holder', 1, '1 hour')",
+        &[],
+    );
+    let mut statements: Vec<String> = admin
+        .query(
+            "SELECT format('REINDEX INDEX CONCURRENTLY %I', indexname) FROM pg_indexes
+              WHERE tablename IN ('queue_live_0', 'queue_live_1')
+                AND indexdef LIKE '%(queue_id, group_key, id)%'
+              ORDER BY indexname",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(statements.len(), 4, "two group indexes per partition");
+    statements.push("REINDEX TABLE CONCURRENTLY queue_live_0".into());
+    statements.push("REINDEX TABLE CONCURRENTLY queue_live_1".into());
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let claimed = Arc::new(Mutex::new(Vec::<(i64, String)>::new()));
+    let mut client = cluster.connect();
+    let consumer = {
+        let (stop, claimed) = (stop.clone(), claimed.clone());
+        thread::spawn(move || -> Result<(), String> {
+            while !stop.load(Ordering::SeqCst) {
+                let rows = client
+                    .query(
+                        "SELECT id, lease::text, payload->>'g' FROM queue_claim('m.ord', 'c', 10)",
+                        &[],
+                    )
+                    .map_err(text)?;
+                for row in rows {
+                    let (id, lease, group): (i64, String, String) =
+                        (row.get(0), row.get(1), row.get(2));
+                    claimed.lock().unwrap().push((id, group));
+                    let done: bool = client
+                        .query_one("SELECT queue_complete($1, $2::text::uuid)", &[&id, &lease])
+                        .map_err(text)?
+                        .get(0);
+                    if !done {
+                        return Err(format!("job {id} was not completed under its lease"));
+                    }
+                }
+            }
+            Ok(())
+        })
+    };
+    let goes_on = |after: &str| {
+        let from = claimed.lock().unwrap().len();
+        eventually(&format!("claims to go on after {after}"), || {
+            consumer.is_finished() || claimed.lock().unwrap().len() >= from + 20
+        });
+    };
+    goes_on("the start");
+    for statement in &statements {
+        admin
+            .batch_execute(statement)
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+        goes_on(statement);
+    }
+    stop.store(true, Ordering::SeqCst);
+    consumer.join().unwrap().expect("the consumer failed");
+
+    let claimed = claimed.lock().unwrap().clone();
+    assert!(
+        claimed.len() >= 20 * (statements.len() + 1),
+        "{} claimed",
+        claimed.len()
+    );
+    assert!(
+        claimed.iter().all(|(_, group)| group == "b"),
+        "a job of group a was claimed while its head was in flight"
+    );
+    assert!(
+        claimed.windows(2).all(|w| w[0].0 < w[1].0),
+        "b's jobs were claimed out of order"
+    );
+    let left: (i64, i64, i64) = {
+        let row = admin
+            .query_one(
+                "SELECT pending, processing, head_id FROM queue_groups('m.ord')
+                  WHERE group_key = 'a'",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1), row.get(2))
+    };
+    assert_eq!(left, (9999, 1, a_head), "group a waits on its head, whole");
+    let b_left: i64 = one(
+        &mut admin,
+        "SELECT count(*) FROM queue_jobs WHERE queue = 'm.ord' AND payload->>'g' = 'b'
+            AND status = 'pending'",
+        &[],
+    );
+    assert_eq!(
+        b_left as usize,
+        10000 - claimed.len(),
+        "b's jobs, each claimed once"
+    );
+    assert!(
+        !cluster.server_log().contains("terminated by signal"),
+        "a backend crashed"
+    );
 }
