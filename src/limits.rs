@@ -9,12 +9,13 @@
 //! and runs beside the others (reservations.rs); with a limit per group,
 //! it runs alone under the queue's claim lock, seeing what the last one
 //! took. An ordered queue needs no count and no lock: only a group's
-//! oldest unfinished job may be claimed, one row, which `FOR UPDATE SKIP
-//! LOCKED` hands to one claimer; without limits that count it claims in
-//! one statement (claim_next_ordered.sql), which looks at the front of the
-//! claim order only; when that comes back short, or a claim with limits
-//! found too few in the first jobs it read, what may go is found group by
-//! group (`group_firsts`).
+//! oldest unfinished job may be claimed, while none of its group is in
+//! flight, one row, which `FOR UPDATE SKIP LOCKED` hands to one claimer;
+//! without limits that count it claims in one statement
+//! (claim_next_ordered.sql), which looks at the front of the claim order
+//! only; when that comes back short, or a claim with limits found too few
+//! in the first jobs it read, what may go is found group by group
+//! (`group_firsts`).
 
 use std::collections::{HashMap, HashSet};
 
