@@ -1,8 +1,9 @@
 -- (claim_set.sql) The first $2 ready jobs in claim order that are their
 -- group's oldest unfinished job, of a group with no job in flight (a dead
 -- letter retried while a later job of its group is in flight waits for
--- it): an ordered queue without limits that count (docs/groups.md). Only a group's head qualifies, one row per
--- group, and FOR UPDATE SKIP LOCKED hands each to one claimer.
+-- it): an ordered queue without limits that count (docs/groups.md). Only a
+-- group's head qualifies, one row per group, and FOR UPDATE SKIP LOCKED
+-- hands each to one claimer.
 --
 -- It looks only at the front's priority and turn and the two turns after
 -- it, so that the jobs waiting behind heads in flight (a busy group's
