@@ -1,6 +1,7 @@
 //! Groups, order and limits (docs/groups.md) over real connections: fair
 //! turns for pull consumers, a SQL sender and a webhook; ordered queues under
-//! 8 racing consumers with failures, retries, expired leases and cancels,
+//! 8 racing consumers with failures, retries, expired leases, cancels and
+//! dead letters put back while a later job of their group is in flight,
 //! checked from a log the consumers write; limits sampled while consumers
 //! and the worker race; rate windows counted from the claim times; and all
 //! of it across an immediate stop of the server.
@@ -169,7 +170,8 @@ fn a_webhook_posts_the_small_groups_among_its_first_two_hundred_requests() {
 
 /// What the consumers of the order tests write, one row per event, in the
 /// transaction of the event itself: `claim` with the claim, `done`,
-/// `retry`, `dead` and `cancel` in the statement that ended the attempt.
+/// `retry`, `dead` and `cancel` in the statement that ended the attempt,
+/// `revive` in the `queue_retry` of a dead letter.
 const LOG: &str = "CREATE TABLE log (seq bigserial, job bigint, grp text, event text,
                                      claimed_at timestamptz)";
 
@@ -205,7 +207,9 @@ fn unfinished(client: &mut Client, queue: &str) -> i64 {
 
 /// One consumer of the order tests: claims up to 4 jobs at a time and, at
 /// random, completes, fails for a retry, fails for good, cancels, or
-/// sleeps past its lease first. Reconnects after an error (a crash).
+/// sleeps past its lease first; before some completions it puts an older
+/// dead letter of the job's group back (`queue_retry`), which must then wait
+/// for the job in flight. Reconnects after an error (a crash).
 fn consume_at_random(config: postgres::Config, queue: &'static str, seed: u64) {
     let connect = || loop {
         match config.connect(postgres::NoTls) {
@@ -253,6 +257,23 @@ fn consume_at_random(config: postgres::Config, queue: &'static str, seed: u64) {
                     // past the lease of a second: another consumer may take it
                     std::thread::sleep(Duration::from_millis(1300));
                 }
+                if (150..250).contains(&roll) {
+                    let put_back = client.execute(
+                        "INSERT INTO log (job, grp, event)
+                         SELECT d.id, $2, 'revive'
+                           FROM (SELECT id FROM queue_jobs
+                                  WHERE queue = $3 AND status = 'failed'
+                                    AND payload->>'g' = $2 AND id < $1
+                                  ORDER BY id LIMIT 1) d
+                          WHERE queue_retry(d.id)",
+                        &[id, group, &queue],
+                    )?;
+                    if put_back > 0 {
+                        // (this job stays in flight a while, for the claims
+                        // beside it to pass the job put back by)
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
                 let (sql, event) = match roll {
                     0..=99 => (
                         "SELECT queue_fail($1, $3::text::uuid, 'again', retry_in => '0') = 'pending'",
@@ -290,9 +311,10 @@ fn consume_at_random(config: postgres::Config, queue: &'static str, seed: u64) {
 }
 
 /// Checks the consumers' log of an ordered queue: per group, a job is
-/// claimed only once every earlier job of its group has ended (done, dead
-/// or cancelled), never an earlier one after a later one, and the jobs
-/// that succeeded did so in id order. Returns the jobs that ended.
+/// claimed only once the job of its group claimed before it has ended
+/// (done, dead or cancelled), never an earlier one after a later one but a
+/// dead letter put back, and the jobs that succeeded did so in id order
+/// (those put back apart). Returns the jobs that ended.
 fn check_order(client: &mut Client) -> usize {
     let rows = client
         .query("SELECT job, grp, event FROM log ORDER BY seq", &[])
@@ -300,6 +322,7 @@ fn check_order(client: &mut Client) -> usize {
     // per group: the job claimed last, and the jobs that ended
     let mut head: HashMap<String, i64> = HashMap::new();
     let mut ended: HashSet<i64> = HashSet::new();
+    let mut revived: HashSet<i64> = HashSet::new();
     let mut succeeded: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     for row in &rows {
         let (job, group, event): (i64, String, String) = (row.get(0), row.get(1), row.get(2));
@@ -307,7 +330,9 @@ fn check_order(client: &mut Client) -> usize {
             "claim" => {
                 if let Some(&before) = head.get(&group) {
                     assert!(
-                        before == job || (ended.contains(&before) && job > before),
+                        before == job
+                            || (ended.contains(&before)
+                                && (job > before || revived.contains(&job))),
                         "group {group}: job {job} claimed while {before} had not ended"
                     );
                 }
@@ -315,6 +340,10 @@ fn check_order(client: &mut Client) -> usize {
                 head.insert(group, job);
             }
             "retry" => {}
+            "revive" => {
+                assert!(ended.remove(&job), "job {job} put back before it ended");
+                revived.insert(job);
+            }
             "done" | "dead" | "cancel" => {
                 assert!(ended.insert(job), "job {job} ended twice");
                 if event == "done" {
@@ -324,7 +353,16 @@ fn check_order(client: &mut Client) -> usize {
             other => panic!("an event {other}"),
         }
     }
+    assert!(
+        !revived.is_empty(),
+        "no dead letter was put back while a later job of its group was in flight"
+    );
     for (group, jobs) in &succeeded {
+        let jobs: Vec<i64> = jobs
+            .iter()
+            .filter(|j| !revived.contains(j))
+            .copied()
+            .collect();
         assert!(
             jobs.windows(2).all(|w| w[0] < w[1]),
             "group {group} succeeded out of order: {jobs:?}"

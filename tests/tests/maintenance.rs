@@ -75,15 +75,7 @@ impl Consumer {
                 &[&queue],
             )
             .map_err(text)?;
-        let (id, lease): (i64, String) = (row.get(0), row.get(1));
-        let done: bool = client
-            .query_one("SELECT queue_complete($1, $2::text::uuid)", &[&id, &lease])
-            .map_err(text)?
-            .get(0);
-        if !done {
-            return Err(format!("job {id} was not completed under its lease"));
-        }
-        Ok(())
+        complete_under_lease(client, row.get(0), row.get(1))
     }
 
     fn check(&self) {
@@ -107,6 +99,18 @@ impl Consumer {
         self.thread.take().unwrap().join().unwrap();
         self.check();
         self.completed.load(Ordering::SeqCst)
+    }
+}
+
+/// Completes job `id` under `lease`, which must still hold.
+fn complete_under_lease(client: &mut Client, id: i64, lease: String) -> Result<(), String> {
+    let done: bool = client
+        .query_one("SELECT queue_complete($1, $2::text::uuid)", &[&id, &lease])
+        .map_err(text)?
+        .get(0);
+    match done {
+        true => Ok(()),
+        false => Err(format!("job {id} was not completed under its lease")),
     }
 }
 
@@ -486,13 +490,7 @@ fn reindex_of_the_group_indexes_beside_ordered_claims_behind_a_deep_backlog() {
                     let (id, lease, group): (i64, String, String) =
                         (row.get(0), row.get(1), row.get(2));
                     claimed.lock().unwrap().push((id, group));
-                    let done: bool = client
-                        .query_one("SELECT queue_complete($1, $2::text::uuid)", &[&id, &lease])
-                        .map_err(text)?
-                        .get(0);
-                    if !done {
-                        return Err(format!("job {id} was not completed under its lease"));
-                    }
+                    complete_under_lease(&mut client, id, lease)?;
                 }
             }
             Ok(())
