@@ -169,11 +169,12 @@ fn a_webhook_posts_the_small_groups_among_its_first_two_hundred_requests() {
 }
 
 /// What the consumers of the order tests write, one row per event, in the
-/// transaction of the event itself: `claim` with the claim, `done`,
-/// `retry`, `dead` and `cancel` in the statement that ended the attempt,
-/// `revive` in the `queue_retry` of a dead letter.
+/// transaction of the event itself: `claim` with the claim (with the time
+/// after it and its lease's end), `done`, `retry`, `dead` and `cancel` in
+/// the statement that ended the attempt, `revive` in the `queue_retry` of a
+/// dead letter.
 const LOG: &str = "CREATE TABLE log (seq bigserial, job bigint, grp text, event text,
-                                     claimed_at timestamptz)";
+                                     claimed_at timestamptz, lease_until timestamptz)";
 
 /// 200 groups of 10 jobs each, enqueued interleaved at random.
 fn two_hundred_groups(client: &mut Client, queue: &str) {
@@ -225,18 +226,21 @@ fn consume_at_random(config: postgres::Config, queue: &'static str, seed: u64) {
             let mut tx = client.transaction()?;
             let claimed: Vec<(i64, String, String)> = tx
                 .query(
-                    "SELECT id, lease::text, payload->>'g' FROM queue_claim($1, $2, 4)",
+                    "SELECT id, lease::text, payload->>'g', lease_expires_at::text
+                       FROM queue_claim($1, $2, 4)",
                     &[&queue, &worker],
                 )?
                 .iter()
-                .map(|r| (r.get(0), r.get(1), r.get(2)))
-                .collect();
-            for (id, _, group) in &claimed {
-                tx.execute(
-                    "INSERT INTO log (job, grp, event) VALUES ($1, $2, 'claim')",
-                    &[id, group],
-                )?;
-            }
+                .map(|r| -> Result<_, postgres::Error> {
+                    let (id, group, until): (i64, String, String) = (r.get(0), r.get(2), r.get(3));
+                    tx.execute(
+                        "INSERT INTO log (job, grp, event, claimed_at, lease_until)
+                         VALUES ($1, $2, 'claim', clock_timestamp(), $3::text::timestamptz)",
+                        &[&id, &group, &until],
+                    )?;
+                    Ok((id, r.get(1), group))
+                })
+                .collect::<Result<_, _>>()?;
             tx.commit()?;
             if claimed.is_empty() {
                 let left: i64 = client
@@ -313,29 +317,42 @@ fn consume_at_random(config: postgres::Config, queue: &'static str, seed: u64) {
 /// Checks the consumers' log of an ordered queue: per group, a job is
 /// claimed only once the job of its group claimed before it has ended
 /// (done, dead or cancelled), never an earlier one after a later one but a
-/// dead letter put back, and the jobs that succeeded did so in id order
-/// (those put back apart). Returns the jobs that ended.
+/// dead letter put back (which may also go once that job's lease has
+/// expired: its consumer was cut off by a crash), and the jobs that
+/// succeeded did so in id order (those put back apart). Returns the jobs
+/// that ended.
 fn check_order(client: &mut Client) -> usize {
     let rows = client
-        .query("SELECT job, grp, event FROM log ORDER BY seq", &[])
+        .query(
+            "SELECT job, grp, event, extract(epoch FROM claimed_at)::float8,
+                    extract(epoch FROM lease_until)::float8
+               FROM log ORDER BY seq",
+            &[],
+        )
         .unwrap();
     // per group: the job claimed last, and the jobs that ended
     let mut head: HashMap<String, i64> = HashMap::new();
     let mut ended: HashSet<i64> = HashSet::new();
     let mut revived: HashSet<i64> = HashSet::new();
+    // per job: the end of the lease of its last claim
+    let mut lease_until: HashMap<i64, f64> = HashMap::new();
     let mut succeeded: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     for row in &rows {
         let (job, group, event): (i64, String, String) = (row.get(0), row.get(1), row.get(2));
         match event.as_str() {
             "claim" => {
+                let claimed_at: f64 = row.get(3);
                 if let Some(&before) = head.get(&group) {
+                    let lease_gone = lease_until.get(&before).is_some_and(|&t| t <= claimed_at);
                     assert!(
                         before == job
                             || (ended.contains(&before)
-                                && (job > before || revived.contains(&job))),
+                                && (job > before || revived.contains(&job)))
+                            || (revived.contains(&job) && lease_gone),
                         "group {group}: job {job} claimed while {before} had not ended"
                     );
                 }
+                lease_until.insert(job, row.get(4));
                 assert!(!ended.contains(&job), "job {job} claimed after it ended");
                 head.insert(group, job);
             }
