@@ -32,6 +32,9 @@
 #   4o the same, an ordered queue (one job of a group at a time)
 #   4l the same, max_in_flight and rate_limit set high enough never to bind
 #   5g 5n's drain from a queue whose jobs spread over 10,000 groups (peer: 5n)
+#   5o 5g's drain, an ordered queue (peer: 5n)
+#   5l 5g's drain, max_in_flight and rate_limit set high enough never to bind
+#      (peer: 5n)
 #   5w graphile-worker's drain of the same no-op jobs (bench/peers, npm, its
 #      version pinned; concurrency 10, localQueue 500, completeJobBatchDelay 0,
 #      its performance page's settings; it deletes each job done: peer of 5n)
@@ -52,7 +55,7 @@
 # 50,000 for item 3 and 300,000 for 4; later rounds get twice what the
 # previous one took), BENCH_DOC (BENCHMARKS.md),
 # BENCH_DIR (/tmp/qbench/bench), BENCH_PORT (54400), PGMQ_INSTALL (binary),
-# BENCH_ITEMS (the items to measure, by default all: "1 1g 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 5w 5b 6 6w 1x 6c"),
+# BENCH_ITEMS (the items to measure, by default all: "1 1g 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 5o 5l 5w 5b 6 6w 1x 6c"),
 # BENCH_WAITERS (200, for 1x and 6c), BENCH_IDLE_CPU_SECS (60, for 6c),
 # BENCH_WIDE_CLIENTS (32, for 1w).
 . "$(dirname "$0")/common.sh"
@@ -66,7 +69,7 @@ LOAD_RATE=${BENCH_LOAD_RATE:-1000}
 IDLE_RATE=${BENCH_IDLE_RATE:-50}
 FILL=${BENCH_FILL:-}
 DOC=${BENCH_DOC-BENCHMARKS.md}
-ITEMS=" ${BENCH_ITEMS:-1 1g 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 5w 5b 6 6w 1x 6c} "
+ITEMS=" ${BENCH_ITEMS:-1 1g 1w 2 3 3a 4 4g 4o 4l 4a 4b 4c 5p 5 5n 5g 5o 5l 5w 5b 6 6w 1x 6c} "
 WAITERS=${BENCH_WAITERS:-200}
 IDLE_CPU_SECS=${BENCH_IDLE_CPU_SECS:-60}
 WIDE_CLIENTS=${BENCH_WIDE_CLIENTS:-32}
@@ -101,11 +104,11 @@ SELECT queue_create(q, retention => '0') FROM unnest(ARRAY['latw', 'idlew']) q;
 -- keeping nothing, as pgmq's delete
 SELECT queue_create(q, retention => '0') FROM unnest(ARRAY['c1', 'c100', 'c100one', 'c100each', 'drain0']) q;
 SELECT pgmq.create(q) FROM unnest(ARRAY['enq1', 'enq100', 'c1', 'c100', 'c1a', 'c100a', 'lat']) q;
--- groups (4g, 4o, 4l, 5g): their fill spreads the jobs over 10,000 groups
+-- groups (4g, 4o, 4l, 5g, 5o, 5l): their fill spreads the jobs over 10,000 groups
 SELECT queue_create(q, retention => '0') FROM unnest(ARRAY['c100g', 'drain0g']) q;
-SELECT queue_create('c100o', retention => '0', ordered => true);
-SELECT queue_create('c100l', retention => '0', max_in_flight => 1000000,
-                    rate_limit => '1000000000/1 second');
+SELECT queue_create(q, retention => '0', ordered => true) FROM unnest(ARRAY['c100o', 'drain0o']) q;
+SELECT queue_create(q, retention => '0', max_in_flight => 1000000,
+                    rate_limit => '1000000000/1 second') FROM unnest(ARRAY['c100l', 'drain0l']) q;
 SELECT pgmq.create('c100g');
 -- the ceiling: a minimal job table
 CREATE TABLE ceiling_ins (id bigserial PRIMARY KEY, payload jsonb NOT NULL);
@@ -281,7 +284,7 @@ fill() {
     # the queues of the group items: each job in one of 10,000 groups, at random
     local groups="ARRAY(SELECT 'g' || (random() * 9999)::int FROM generate_series(1, 10000 + 0 * g))"
     case $1:$2 in
-    queue:c100g | queue:c100o | queue:c100l | queue:drain0g)
+    queue:c100g | queue:c100o | queue:c100l | queue:drain0g | queue:drain0o | queue:drain0l)
         sql -c "SELECT count(*) FROM generate_series(1, $chunks) g,
                 LATERAL queue_enqueue_batch('$2', array_fill('$PAYLOAD'::jsonb, ARRAY[10000 + 0 * g]),
                                             group_keys => $groups)" > /dev/null
@@ -453,7 +456,7 @@ peer_round() {
 }
 
 drains=""
-for i in 5 5n 5g 5w 5b; do item "$i" && drains+=" $i"; done
+for i in 5 5n 5g 5o 5l 5w 5b; do item "$i" && drains+=" $i"; done
 for r in $(seq 1 "$ROUNDS"); do
     for i in $drains; do
         ok=0
@@ -461,6 +464,8 @@ for r in $(seq 1 "$ROUNDS"); do
         5) drain_round 5 drain "$r" || ok=1 ;;
         5n) drain_round 5n drain0 "$r" || ok=1 ;;
         5g) drain_round 5g drain0g "$r" || ok=1 ;;
+        5o) drain_round 5o drain0o "$r" || ok=1 ;;
+        5l) drain_round 5l drain0l "$r" || ok=1 ;;
         5w) peer_round 5w graphile drain-graphile-worker.mjs "$r" || ok=1 ;;
         5b) peer_round 5b pgboss drain-pg-boss.mjs "$r" || ok=1 ;;
         esac
@@ -678,6 +683,8 @@ table() {
     row "5a | 5's drain, a day of history kept (pgmq: 4a's consumer, read(100) + archive)" "jobs/s" 5 4a pgmq ""
     row "5n | the same drain, retention 0 (nothing kept, as pgmq's delete and the ceiling; pgmq: best consumer, $best_pgmq)" "jobs/s" 5n "$best_pgmq" pgmq 4
     row "5g | 5n's drain from a queue with 10,000 groups (peer: 5n)" "jobs/s" 5g 5n queue 4
+    row "5o | 5g's drain, an ordered queue (peer: 5n)" "jobs/s" 5o 5n queue 4
+    row "5l | 5g's drain, max_in_flight and rate_limit that never bind (peer: 5n)" "jobs/s" 5l 5n queue 4
     row "5w | 5n's drain against graphile-worker $GRAPHILE_VERSION (concurrency 10, localQueue 500, completeJobBatchDelay 0; deletes each job done)" "jobs/s" 5n 5w graphile 4
     row "5b | 5's drain against pg-boss $PGBOSS_VERSION (batchSize 100, burstWhenBatchFull; keeps each job, completed)" "jobs/s" 5 5b pgboss ""
     row "6 | latency enqueue → sender, idle ($IDLE_RATE/s), median" "ms" 6idle-p50 6idle-p50 pgmq ""

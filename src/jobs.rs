@@ -244,12 +244,15 @@ pub struct Locked {
     pub id: i64,
     /// The argument its sender gets, the attempt under way counted.
     pub job: Jsonb,
+    pub group: Option<String>,
 }
 
 /// Up to `max_jobs` due jobs of `queue` in claim order, locked for the
 /// caller's transaction but not claimed: no lease, no attempt written. For
-/// a queue whose limits count nothing and that is not ordered, delivered
-/// in the same transaction (sql_delivery.rs), which then deletes each job
+/// a queue that is not ordered and has no limit that counts, or only limits
+/// of the queue as a whole (the caller has its turn beside the claims under
+/// way: limits::turn_beside), delivered in the same transaction
+/// (sql_delivery.rs), which then deletes each job
 /// delivered and counts an attempt only for those that fail
 /// (`count_attempts`). The claim's chores come first, as for `claim`; jobs
 /// found with no attempt left go to the dead letters.
@@ -276,6 +279,7 @@ pub fn lock_next(client: &mut SpiClient<'_>, queue: &Queue, max_jobs: usize) -> 
         Some(Locked {
             id,
             job: row.value("job"),
+            group: row.get("group_key"),
         })
     })
     .collect();
@@ -283,18 +287,30 @@ pub fn lock_next(client: &mut SpiClient<'_>, queue: &Queue, max_jobs: usize) -> 
     locked
 }
 
+/// A job whose attempt `count_attempts` counted.
+pub struct Attempted {
+    pub id: i64,
+    pub lease: Uuid,
+    pub queue_id: i32,
+    pub group: Option<String>,
+}
+
 /// Jobs `ids` that the caller locked with `lock_next` count the attempt it
 /// made of them and are in flight, for `worker`, under an expired lease:
 /// the caller then records a failed attempt (`fail`) or leaves them to
-/// the recovery of jobs a stopped worker left in flight. Returns each
-/// job's (id, lease).
-pub fn count_attempts(client: &mut SpiClient<'_>, ids: Vec<i64>, worker: &str) -> Vec<(i64, Uuid)> {
+/// the recovery of jobs a stopped worker left in flight.
+pub fn count_attempts(client: &mut SpiClient<'_>, ids: Vec<i64>, worker: &str) -> Vec<Attempted> {
     db::run(
         client,
         &queries::COUNT_ATTEMPTS,
         args![ids = ids, worker = worker],
     )
-    .map(|row| (row.value("id"), row.value("lease")))
+    .map(|row| Attempted {
+        id: row.value("id"),
+        lease: row.value("lease"),
+        queue_id: row.value("queue_id"),
+        group: row.get("group_key"),
+    })
     .collect()
 }
 

@@ -62,25 +62,34 @@ pub enum Turn {
 }
 
 /// A claim of up to `wanted` jobs of `queue`, whose limits count, takes
-/// its turn. Beside the others when every limit is the queue's as a whole
-/// and the transaction reads committed rows afresh at each statement (a
-/// reservation must be counted from a snapshot taken after it); alone
-/// otherwise, or when the table of reservations is full.
+/// its turn. Beside the others when it can (`turn_beside`); alone
+/// otherwise.
 pub fn take_turn(queue: &Queue, wanted: usize) -> Turn {
+    turn_beside(queue, wanted).unwrap_or_else(|| {
+        catalog::lock_claims(queue.id, true);
+        Turn::Alone
+    })
+}
+
+/// The turn of a claim of up to `wanted` jobs of `queue` beside the
+/// others: when every limit is the queue's as a whole, the transaction
+/// reads committed rows afresh at each statement (a reservation must be
+/// counted from a snapshot taken after it) and the table of reservations
+/// has room. None, with nothing taken, otherwise. (The worker's delivery
+/// in one transaction keeps its turn through its calls, which alone would
+/// hold the queue's claim lock that long: sql_delivery.rs.)
+pub fn turn_beside(queue: &Queue, wanted: usize) -> Option<Turn> {
     let limits = &queue.limits;
     // SAFETY: a plain read of the transaction's isolation level, which
     // PostgreSQL sets at its start.
     let read_committed = unsafe { pg_sys::XactIsoLevel } == pg_sys::XACT_READ_COMMITTED as i32;
     let per_group = limits.group_max_in_flight.is_some() || limits.group_rate.is_some();
-    let reserved = match read_committed && !per_group {
-        true => reservations::reserve(queue.id, wanted),
-        false => None,
-    };
-    catalog::lock_claims(queue.id, reserved.is_none());
-    match reserved {
-        Some(reserved) => Turn::Beside(reserved),
-        None => Turn::Alone,
+    if !read_committed || per_group {
+        return None;
     }
+    let reserved = reservations::reserve(queue.id, wanted)?;
+    catalog::lock_claims(queue.id, false);
+    Some(Turn::Beside(reserved))
 }
 
 impl Turn {

@@ -153,8 +153,9 @@ statements! {
     DELIVER_LOCK = "deliver_lock.sql" (ids: INT8ARRAYOID, leases: UUIDARRAYOID, queue: TEXTOID,
         max_attempts: INT4OID) -> (id, job);
     LOCK_NEXT = "lock_next.sql" (queue_id: INT4OID, limit: INT4OID, queue: TEXTOID,
-        max_attempts: INT4OID) -> (id, attempts, job);
-    COUNT_ATTEMPTS = "count_attempts.sql" (ids: INT8ARRAYOID, worker: TEXTOID) -> (id, lease);
+        max_attempts: INT4OID) -> (id, attempts, job, group_key);
+    COUNT_ATTEMPTS = "count_attempts.sql" (ids: INT8ARRAYOID, worker: TEXTOID)
+        -> (id, lease, queue_id, group_key);
     RELEASE = "release.sql" (ids: INT8ARRAYOID) -> ();
     LEFT_IN_FLIGHT = "left_in_flight.sql" (worker: TEXTOID) -> (id);
     RECOVER_LOCK = "recover_lock.sql" (id: INT8OID, worker: TEXTOID)

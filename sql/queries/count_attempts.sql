@@ -4,9 +4,9 @@
 -- then records (fail_lock.sql), or for the attempt a stopped worker cut
 -- short (suspects.rs), which the recovery of left_in_flight.sql then
 -- takes back. A job that moved on meanwhile is left alone. Returns each
--- job's id and lease.
+-- job's id, lease, queue and group.
 UPDATE queue_live
    SET state = 'processing', attempts = attempts + 1, lease = gen_random_uuid(),
        lease_expires_at = now(), worker = $2
  WHERE id = ANY ($1) AND state = 'ready'
-RETURNING id, lease
+RETURNING id, lease, queue_id, group_key

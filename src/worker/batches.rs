@@ -8,7 +8,7 @@ use super::shared::SHARED;
 use crate::catalog::{self, Queue};
 use crate::contract::WORKER_NAME;
 use crate::jobs;
-use crate::limits;
+use crate::limits::{self, Turn};
 
 /// What a transaction recorded, for queue_workers once it commits.
 #[derive(Default)]
@@ -54,11 +54,23 @@ pub fn queue_for_worker(client: &mut SpiClient<'_>, queue_id: i32, name: &str) -
     (found.name == name && !found.paused && found.sender.is_some()).then_some(found)
 }
 
-/// Whether a queue's jobs may be delivered in the transaction that takes
-/// them: it has no limit that counts jobs in flight and no order, so no
-/// other claim needs to see them in flight meanwhile.
-pub fn unconstrained(queue: &Queue) -> bool {
-    !queue.limits.ordered && !limits::counted(&queue.limits)
+/// Whether a batch of `queue` may be delivered in the transaction that
+/// takes it, and how: `Some(None)` when the queue has no limit that counts
+/// and no order, so no other claim needs to see its jobs in flight
+/// meanwhile; `Some(turn)` when its limits are all the queue's as a whole
+/// and the batch has its turn beside the claims under way
+/// (limits::turn_beside), which count its reservation as jobs in flight
+/// (and claimed in the rate window) until it commits; None when its claim
+/// must commit first.
+pub fn taken_in_one(queue: &Queue, size: usize) -> Option<Option<Turn>> {
+    let limits = &queue.limits;
+    if limits.ordered {
+        return None;
+    }
+    if !limits::counted(limits) {
+        return Some(None);
+    }
+    limits::turn_beside(queue, size).map(Some)
 }
 
 /// Claims up to `size` due jobs of `queue` for the worker, under its lease

@@ -1,8 +1,10 @@
 //! Delivery to SQL senders, as docs/push.md's delivery protocol says. A
-//! queue without limits or order gets one transaction per batch: its jobs
-//! locked but not claimed, the sender called for each in a subtransaction
-//! of its own, the jobs delivered deleted and an attempt counted for each
-//! that failed, one commit (the batch's ids written down meanwhile:
+//! queue without order, and without limits or with only limits of the
+//! queue as a whole, gets one transaction per batch: its jobs locked but
+//! not claimed (under a reservation that the claims beside it count, for
+//! those limits), the sender called for each in a subtransaction of its
+//! own, the jobs delivered deleted and an attempt counted for each that
+//! failed, one commit (the batch's ids written down meanwhile:
 //! suspects.rs). Any other queue has its claim committed first, then the
 //! jobs still in flight locked (a cancel, purge or drop now waits) for the
 //! calls and their outcomes. At most 64 subtransactions that wrote go into
@@ -26,7 +28,7 @@ use crate::contract::WORKER_NAME;
 use crate::db::{self, args};
 use crate::jobs;
 use crate::jsonb::Jsonb;
-use crate::limits;
+use crate::limits::{self, Pick, Turn};
 use crate::policy::add_delay;
 use crate::queries;
 use crate::senders::{self, Refusal};
@@ -260,10 +262,11 @@ pub struct Claimed {
 }
 
 /// Claims up to `size` due jobs of queue `queue_id` (`name`) for the worker
-/// in `slot`, and delivers them. A queue without limits or order is
-/// delivered in one transaction per batch (`deliver_locked`); any other has
-/// its claim committed first (a claim of a limited or ordered queue must
-/// see the jobs in flight), then `deliver`.
+/// in `slot`, and delivers them. A queue without order, and without limits
+/// or with only limits of the queue as a whole, is delivered in one
+/// transaction per batch (`deliver_locked`); any other has its claim
+/// committed first (a claim of an ordered queue or one with limits per
+/// group must see the jobs in flight), then `deliver`.
 pub fn claim_and_deliver(
     session: &Session,
     slot: usize,
@@ -276,8 +279,8 @@ pub fn claim_and_deliver(
         let Some(queue) = session.tables(|c| batches::queue_for_worker(c, queue_id, name)) else {
             return (Claimed::default(), Vec::new(), Tally::default());
         };
-        if batches::unconstrained(&queue) {
-            let (claimed, tally) = deliver_locked(session, slot, &queue, size);
+        if let Some(turn) = batches::taken_in_one(&queue, size) {
+            let (claimed, tally) = deliver_locked(session, slot, &queue, size, turn);
             return (claimed, Vec::new(), tally);
         }
         let claim = session.tables(|c| batches::claim_for_worker(c, &queue, size, false));
@@ -312,29 +315,65 @@ pub fn claim_and_deliver(
 /// (suspects.rs), the sender called for each, the jobs delivered deleted,
 /// an attempt counted for each that failed. Jobs left uncalled once the
 /// sender's writes fill the commit (WRITES_PER_COMMIT) stay ready, for the
-/// next batch.
-fn deliver_locked(session: &Session, slot: usize, queue: &Queue, size: usize) -> (Claimed, Tally) {
-    let size = if WRITING.with(|w| w.borrow().contains(&queue.id)) {
+/// next batch. With `turn`, the batch's turn beside the claims under way
+/// of a queue with limits of the queue as a whole: it takes what they
+/// leave room for, its reservation (cut to what it locked) stands for its
+/// jobs in flight until it commits, and the rate windows count them as
+/// claimed when it locked them.
+fn deliver_locked(
+    session: &Session,
+    slot: usize,
+    queue: &Queue,
+    size: usize,
+    turn: Option<Turn>,
+) -> (Claimed, Tally) {
+    let mut size = if WRITING.with(|w| w.borrow().contains(&queue.id)) {
         size.min(WRITES_PER_COMMIT)
     } else {
         size
     };
-    let locked: Vec<(i64, Jsonb)> = session.tables(|c| {
-        jobs::lock_next(c, queue, size)
-            .into_iter()
-            .map(|job| (job.id, job.job))
-            .collect()
-    });
+    let wanted = size;
+    let mut now = crate::time::now_us();
+    let mut held_back = false;
+    if let Some(turn) = &turn {
+        let chosen =
+            session.tables(|c| limits::choose(c, queue, turn, size, &mut now, &HashSet::new()));
+        held_back = chosen.held_back;
+        // (limits of the queue as a whole choose no job by id)
+        size = match chosen.pick {
+            Pick::Next(room) => room,
+            Pick::These(ids) => ids.len(),
+        };
+        if size == 0 {
+            return (
+                Claimed {
+                    held_back,
+                    ..Claimed::default()
+                },
+                Tally::default(),
+            );
+        }
+    }
+    let locked = session.tables(|c| jobs::lock_next(c, queue, size));
+    if let Some(turn) = &turn {
+        turn.took(locked.len());
+    }
     let claimed = Claimed {
         jobs: locked.len(),
-        full: locked.len() == size,
-        held_back: false,
+        full: locked.len() == wanted,
+        held_back,
     };
     if locked.is_empty() {
         return (claimed, Tally::default());
     }
+    let groups: Vec<Option<String>> = locked.iter().map(|job| job.group.clone()).collect();
+    let locked: Vec<(i64, Jsonb)> = locked.into_iter().map(|job| (job.id, job.job)).collect();
     suspects::write(slot, &locked.iter().map(|(id, _)| *id).collect::<Vec<_>>());
     let (check, _) = session.tables(|c| check_sender(c, queue.id));
+    if !matches!(check, Check::NoSender) && turn.is_some() {
+        // (an attempt is made of each, or counted as failed: each a claim)
+        session.tables(|c| limits::note(c, queue, now, groups.iter().map(Option::as_deref)));
+    }
     let (delivered, failed) = match check {
         // (gone meanwhile: the jobs stay as they are)
         Check::NoSender => return (claimed, Tally::default()),
@@ -369,6 +408,7 @@ fn deliver_locked(session: &Session, slot: usize, queue: &Queue, size: usize) ->
         session
             .tables(|c| jobs::count_attempts(c, failed_ids, WORKER_NAME))
             .into_iter()
+            .map(|job| (job.id, job.lease))
             .collect()
     };
     let failed = failed
@@ -421,9 +461,35 @@ pub fn mark_suspects(session: &Session) {
     let left = suspects::left();
     if !left.ids.is_empty() {
         let ids = left.ids.clone();
-        session::transaction(|| session.tables(|c| jobs::count_attempts(c, ids, WORKER_NAME)));
+        session::transaction(|| {
+            session.tables(|c| {
+                let marked = jobs::count_attempts(c, ids, WORKER_NAME);
+                note_lost_claims(c, &marked);
+            })
+        });
     }
     left.forget();
+}
+
+/// A batch of a queue with a rate limit, delivered in one transaction,
+/// counted its jobs in the rate windows in that transaction, which the
+/// stop rolled back; the attempts under way still count, as claimed now
+/// (later than they were: the windows hold them a little longer, never
+/// shorter).
+fn note_lost_claims(client: &mut pgrx::spi::SpiClient<'_>, marked: &[jobs::Attempted]) {
+    let mut by_queue: HashMap<i32, Vec<Option<&str>>> = HashMap::new();
+    for job in marked {
+        by_queue
+            .entry(job.queue_id)
+            .or_default()
+            .push(job.group.as_deref());
+    }
+    let now = crate::time::now_us();
+    for (queue_id, groups) in by_queue {
+        if let Some(queue) = catalog::by_id(client, queue_id) {
+            limits::note(client, &queue, now, groups.into_iter());
+        }
+    }
 }
 
 /// What becomes of a job a stopped worker left in flight.

@@ -1,17 +1,18 @@
 //! The jobs of a delivery under way, written down outside the database.
 //!
-//! A SQL sender queue without limits or order is delivered in one
-//! transaction per batch: jobs locked, calls, outcomes, one commit; the
+//! A SQL sender queue without order or limits per group is delivered in
+//! one transaction per batch: jobs locked, calls, outcomes, one commit; the
 //! attempt is written only for a job that fails. If a sender kills the
 //! process (or the server) in the middle, that transaction rolls back and
-//! the attempt would not count: the job would kill every worker after. So before the calls the worker writes the
-//! batch's ids to a file in the data directory
-//! (`pg_queue/deliveries.<database oid>.<slot>`), and removes it once the
-//! outcomes have committed. A file that is still there when a worker starts names
-//! the suspects: those still ready count the attempt that was under way
-//! and are delivered one per transaction (count_attempts.sql, then
-//! delivery.rs's recovery), so that a job that kills its worker only uses
-//! up its own attempts.
+//! the attempt would not count: the job would kill every worker after. So
+//! before the calls the worker writes the batch's ids to a file in the
+//! data directory (`pg_queue/deliveries.<database oid>.<slot>`), and
+//! removes it once the outcomes have committed. A file that is still there
+//! when a worker starts names the suspects: those still ready count the
+//! attempt that was under way (and, in a queue with a rate limit, a claim
+//! in its windows, which the batch's rollback took back) and are delivered
+//! one per transaction (count_attempts.sql, then delivery.rs's recovery),
+//! so that a job that kills its worker only uses up its own attempts.
 //!
 //! Not synced to disk: it must outlive a process or a crash of the server,
 //! which the operating system's cache does; a crash of the machine loses

@@ -466,13 +466,107 @@ fn limits_hold_while_eight_consumers_and_the_worker_race() {
 #[test]
 fn limits_of_the_queue_as_a_whole_hold_while_claims_run_side_by_side() {
     // (limits of the queue as a whole: claims run beside each other, each
-    // reserving what it may take)
+    // reserving what it may take; the worker's batches, delivered in one
+    // transaction each, too)
     let (pull, push) = race_eight_consumers_and_the_worker(
         "max_in_flight => 5, rate_limit => '100000/1 second'",
         "max_in_flight => 3",
     );
     assert!(pull.0 <= 5, "pulled over a limit");
     assert!(push.0 <= 3, "pushed over a limit");
+}
+
+/// The sender of the limit tests' push queues: each call waits 2 ms and
+/// writes down its job, its batch (the worker's transaction), its worker
+/// and when it was called. (Needs `track_commit_timestamp`.)
+const PUSH: &str = "CREATE TABLE pushed (job bigint, batch xid8, pid int, called_at timestamptz);
+     CREATE FUNCTION push(job jsonb) RETURNS void LANGUAGE sql AS
+         $$ SELECT pg_sleep(0.002);
+            INSERT INTO pushed VALUES ((job->>'id')::bigint, pg_current_xact_id(),
+                                       pg_backend_pid(), clock_timestamp()) $$;";
+
+/// The most jobs that the worker had in flight at once, read from the
+/// calls of `push`: each batch from its first call to its commit. A batch
+/// was locked, or claimed, before its first call: this may miss a moment
+/// in flight, never add one.
+fn pushed_at_most(client: &mut Client) -> i64 {
+    let mut events: Vec<(f64, i64)> = client
+        .query(
+            "SELECT extract(epoch FROM t)::float8, n
+               FROM (SELECT min(called_at) AS t, count(*) AS n FROM pushed GROUP BY batch
+                     UNION ALL
+                     -- (each call wrote in a subtransaction of the batch's)
+                     SELECT max(pg_xact_commit_timestamp(xmin)), -count(*)
+                       FROM pushed GROUP BY batch) b",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    // (a batch ending when another starts is counted out first)
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut now, mut most) = (0, 0);
+    for (_, change) in events {
+        now += change;
+        most = most.max(now);
+    }
+    most
+}
+
+#[test]
+fn max_in_flight_holds_while_the_worker_delivers_in_one_transaction_per_batch() {
+    // A queue whose limits are all the queue's as a whole is delivered in
+    // one transaction per batch: its jobs are locked, not claimed, and the
+    // batch holds a reservation (which claims beside it count) until it
+    // commits. The jobs in flight are read afterwards from the calls and
+    // commit times: a batch from its first call (its lock came earlier, so
+    // this may miss a moment, never add one) to its commit, whichever of
+    // the database's workers (it may get a helper) delivered it.
+    let cluster = Cluster::start_with(&["track_commit_timestamp = on"]);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(&format!(
+            "{PUSH}
+             SELECT queue_create('both', max_in_flight => 4, rate_limit => '100000/1 second');
+             SELECT queue_pause('both');
+             SELECT queue_register_sender('both', 'push(jsonb)', 50);"
+        ))
+        .unwrap();
+    for g in 0..10 {
+        enqueue_group(&mut client, "both", &format!("g{g}"), 60);
+    }
+    client.batch_execute("SELECT queue_resume('both')").unwrap();
+    eventually("the worker to deliver every job", || {
+        unfinished(&mut client, "both") == 0
+    });
+    let (pushed, twice): (i64, i64) = {
+        let row = client
+            .query_one(
+                "SELECT count(*), count(*) - count(DISTINCT job) FROM pushed",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!((pushed, twice), (600, 0), "every job once");
+    let most = pushed_at_most(&mut client);
+    let (batches, workers, largest): (i64, i64, i64) = {
+        let row = client
+            .query_one(
+                "SELECT count(*), count(DISTINCT pid), max(n)
+                   FROM (SELECT batch, min(pid) AS pid, count(*) AS n FROM pushed GROUP BY batch) b",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1), row.get(2))
+    };
+    println!(
+        "600 jobs in {batches} batches by {workers} worker(s), the largest {largest}; \
+         at most {most} in flight"
+    );
+    assert!(most >= 2, "the jobs in flight were seen");
+    assert!(most <= 4, "{most} jobs in flight, over max_in_flight 4");
 }
 
 #[test]
@@ -628,13 +722,11 @@ fn race_eight_consumers_and_the_worker(
     pull_limits: &str,
     push_limits: &str,
 ) -> ((i64, i64), (i64, i64)) {
-    let cluster = Cluster::start();
+    let cluster = Cluster::start_with(&["track_commit_timestamp = on"]);
     let mut client = cluster.connect();
     client
         .batch_execute(&format!(
-            "CREATE TABLE pushed (job bigint);
-             CREATE FUNCTION push(job jsonb) RETURNS void LANGUAGE sql AS
-                 $$ SELECT pg_sleep(0.002); INSERT INTO pushed VALUES ((job->>'id')::bigint) $$;
+            "{PUSH}
              SELECT queue_create('lim', {pull_limits});
              SELECT queue_create('lim_push', {push_limits});
              SELECT queue_pause('lim_push');
@@ -696,12 +788,16 @@ fn race_eight_consumers_and_the_worker(
     });
     stop.store(true, Ordering::Relaxed);
     let (pull_queue, pull_group, pull_samples) = pull_sampler.join().unwrap();
-    let (push_queue, push_group, push_samples) = push_sampler.join().unwrap();
+    let (push_sampled, push_group, push_samples) = push_sampler.join().unwrap();
+    // (a queue with limits of the queue as a whole only is delivered in one
+    // transaction per batch, its jobs never `processing`: the calls say)
+    let push_queue = push_sampled.max(pushed_at_most(&mut client));
     println!(
         "in flight at most: pulled {pull_queue} (group {pull_group}) in {pull_samples} samples, \
-         pushed {push_queue} (group {push_group}) in {push_samples} samples"
+         pushed {push_queue} (group {push_group}; {push_sampled} in {push_samples} samples)"
     );
     assert!(pull_queue >= 2, "the samples saw the consumers at work");
+    assert!(push_queue >= 2, "the worker's jobs in flight were seen");
     let pushed_twice: i64 = one(
         &mut client,
         "SELECT count(*) - count(DISTINCT job) FROM pushed",
