@@ -29,7 +29,8 @@ ALTER TABLE queue_queues
 ALTER TABLE queue_live
     ADD COLUMN group_key text,
     ADD COLUMN turn bigint NOT NULL DEFAULT 0,
-    ADD COLUMN group_counted boolean NOT NULL DEFAULT false;
+    ADD COLUMN group_counted boolean NOT NULL DEFAULT false,
+    ADD COLUMN turn_safe boolean NOT NULL DEFAULT false;
 ALTER TABLE queue_done ADD COLUMN group_key text;
 ALTER TABLE queue_dead ADD COLUMN group_key text;
 DROP INDEX queue_live_ready;
@@ -261,11 +262,12 @@ BEGIN
         EXECUTE format($sql$
             INSERT INTO queue_live (slot, queue_id, priority, attempts, id, run_at,
                 enqueued_at, lease_expires_at, lease, state, worker, dedup_key,
-                last_error, headers, payload, uid, group_key, turn, group_counted)
+                last_error, headers, payload, uid, group_key, turn, group_counted,
+                turn_safe)
             SELECT %s, l.queue_id, l.priority, l.attempts, l.id, l.run_at,
                    l.enqueued_at, l.lease_expires_at, l.lease, l.state, l.worker,
                    l.dedup_key, l.last_error, l.headers, l.payload, l.uid, l.group_key,
-                   l.turn, l.group_counted
+                   l.turn, l.group_counted, l.turn_safe
               FROM %s l
              WHERE EXISTS (SELECT FROM queue_queues q WHERE q.id = l.queue_id)
             $sql$, 1 - current_slot, source);

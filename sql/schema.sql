@@ -101,7 +101,15 @@ CREATE TABLE queue_live (
     -- queue, and by queue_alter for the jobs in flight when it sets one).
     -- Only such jobs go into queue_live_group_busy, and no job in flight
     -- into queue_live_group: a claim elsewhere writes no group entry.
-    group_counted    boolean NOT NULL DEFAULT false
+    group_counted    boolean NOT NULL DEFAULT false,
+    -- Set at enqueue into an ordered queue when each older unfinished job of
+    -- the group has a smaller turn, and keeps one: the group's enqueues
+    -- take turns under its lock (src/catalog.rs, lock_group), none of its
+    -- jobs was in flight, and the group's last job had it too. A job put
+    -- back (queue_retry) takes turn -1, below every enqueue's. A claim may
+    -- then take such a job at the front's turn without looking for older
+    -- jobs of its group (claim_next_ordered.sql).
+    turn_safe        boolean NOT NULL DEFAULT false
 ) PARTITION BY LIST (slot);
 -- Invariants that only the extension's statements write, so they are not
 -- CHECK constraints (each would be parsed anew by every statement that

@@ -555,6 +555,14 @@ pub fn forget_with_extension(forget: fn()) {
     });
 }
 
+/// Whether the transaction reads committed rows afresh at each statement
+/// (READ COMMITTED).
+pub fn read_committed() -> bool {
+    // SAFETY: a plain read of the transaction's isolation level, which
+    // PostgreSQL sets at its start.
+    unsafe { pg_sys::XactIsoLevel == pg_sys::XACT_READ_COMMITTED as i32 }
+}
+
 /// Delivers to this backend's caches the invalidations that other
 /// sessions' committed changes sent (a queue altered or paused, an index
 /// rebuilt), before a cache that follows them is used. PostgreSQL delivers

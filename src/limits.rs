@@ -19,7 +19,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use pgrx::pg_sys;
 use pgrx::spi::SpiClient;
 
 use crate::catalog::{self, Limits, Queue};
@@ -80,11 +79,8 @@ pub fn take_turn(queue: &Queue, wanted: usize) -> Turn {
 /// hold the queue's claim lock that long: sql_delivery.rs.)
 pub fn turn_beside(queue: &Queue, wanted: usize) -> Option<Turn> {
     let limits = &queue.limits;
-    // SAFETY: a plain read of the transaction's isolation level, which
-    // PostgreSQL sets at its start.
-    let read_committed = unsafe { pg_sys::XactIsoLevel } == pg_sys::XACT_READ_COMMITTED as i32;
     let per_group = limits.group_max_in_flight.is_some() || limits.group_rate.is_some();
-    if !read_committed || per_group {
+    if !db::read_committed() || per_group {
         return None;
     }
     let reserved = reservations::reserve(queue.id, wanted)?;

@@ -56,12 +56,13 @@ statements! {
 
     ENQUEUE = "enqueue.sql" (queue_id: INT4OID, payload: JSONBOID, headers: JSONBOID,
         priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, dedup_key: TEXTOID,
-        now: TIMESTAMPTZOID, group_key: TEXTOID) -> (id);
+        now: TIMESTAMPTZOID, group_key: TEXTOID, turn_safe: BOOLOID) -> (id);
     ENQUEUE_BATCH = "enqueue_batch.sql" (queue_id: INT4OID, payloads: JSONBARRAYOID,
         priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, now: TIMESTAMPTZOID) -> (ids);
     ENQUEUE_BATCH_KEYS = "enqueue_batch_keys.sql" (queue_id: INT4OID, payloads: JSONBARRAYOID,
         priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, now: TIMESTAMPTZOID,
-        group_keys: TEXTARRAYOID, dedup_keys: TEXTARRAYOID, skip: INT8ARRAYOID) -> (ids);
+        group_keys: TEXTARRAYOID, dedup_keys: TEXTARRAYOID, skip: INT8ARRAYOID,
+        turn_safe: BOOLOID) -> (ids);
     DEDUP_FIND_MANY = "dedup_find_many.sql" (queue_id: INT4OID, dedup_keys: TEXTARRAYOID)
         -> (dedup_key, id);
     DEDUP_FIND = "dedup_find.sql" (queue_id: INT4OID, dedup_key: TEXTOID) -> (id);

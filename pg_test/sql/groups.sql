@@ -152,6 +152,17 @@ SELECT queue_complete(l.id, l.lease) FROM queue_live l WHERE l.id = :r2;
 SELECT payload FROM queue_claim('g.ord_retry', max_jobs => 10);
 SELECT payload FROM queue_claim('g.ord_retry', max_jobs => 10);
 
+-- a job enqueued while an older one of its group is in flight does not go
+-- before it once that one is pending again (here a failed attempt retried
+-- at once): n2 waits for n1, and j's n3 goes beside n1
+SELECT queue_create('g.ord_flight', ordered => true, retry_delay => '0');
+SELECT queue_enqueue('g.ord_flight', '{"n": 1}', group_key => 'k') > 0;
+SELECT id, lease FROM queue_claim('g.ord_flight') \gset flight_
+SELECT queue_enqueue('g.ord_flight', '{"n": 2}', group_key => 'k') > 0;
+SELECT queue_enqueue('g.ord_flight', '{"n": 3}', group_key => 'j') > 0;
+SELECT queue_fail(:flight_id, :'flight_lease', 'again');
+SELECT payload FROM queue_claim('g.ord_flight', max_jobs => 10) ORDER BY id;
+
 -- a claim finds a group's head behind any number of jobs that wait: 'a'
 -- keeps its head in flight, and its 199 other jobs come before b's next
 -- job in claim order once b has gone a few turns ahead

@@ -10,6 +10,13 @@
 -- next 100,000, say) are never probed one by one. That holds every group
 -- that is served turn by turn; when it comes back short, the claim finds
 -- the heads group by group (group_firsts.sql).
+--
+-- A job at the front's turn itself that is turn_safe (schema.sql) is its
+-- group's head without the probe of its group's older jobs, when every
+-- ready job of the queue has the front's priority and none waits as
+-- 'scheduled' (two probes for the whole statement): each older unfinished
+-- job of its group has a smaller turn, so it is in flight (the second
+-- probe, kept), or it would be ready before the front, or scheduled.
  WHERE l.id = ANY (ARRAY(
            SELECT r.id FROM queue_live r
             WHERE r.queue_id = $1 AND r.state = 'ready'
@@ -22,9 +29,20 @@
                               ORDER BY f.priority DESC, f.turn, f.run_at, f.id
                               LIMIT 1)
               AND (r.group_key IS NULL
-                   OR (NOT EXISTS (SELECT FROM queue_live o
-                                    WHERE o.queue_id = $1 AND o.group_key = r.group_key
-                                      AND o.state <> 'processing' AND o.id < r.id)
+                   OR (((r.turn_safe
+                         AND r.turn = (SELECT f.turn FROM queue_live f
+                                        WHERE f.queue_id = $1 AND f.state = 'ready'
+                                        ORDER BY f.priority DESC, f.turn, f.run_at, f.id
+                                        LIMIT 1)
+                         AND r.priority = (SELECT f.priority FROM queue_live f
+                                            WHERE f.queue_id = $1 AND f.state = 'ready'
+                                            ORDER BY f.priority
+                                            LIMIT 1)
+                         AND NOT EXISTS (SELECT FROM queue_live s
+                                          WHERE s.queue_id = $1 AND s.state = 'scheduled'))
+                        OR NOT EXISTS (SELECT FROM queue_live o
+                                        WHERE o.queue_id = $1 AND o.group_key = r.group_key
+                                          AND o.state <> 'processing' AND o.id < r.id))
                        -- (a group's jobs in flight: an index of their own)
                        AND NOT EXISTS (SELECT FROM queue_live o
                                         WHERE o.queue_id = $1 AND o.group_key = r.group_key

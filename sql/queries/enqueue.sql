@@ -1,6 +1,8 @@
 -- $1 queue id, $2 payload, $3 headers, $4 priority, $5 run_at, $6 state
--- ('ready' or 'scheduled'), $7 dedup_key, $8 now, $9 group_key. No row: the
--- queue is gone.
+-- ('ready' or 'scheduled'), $7 dedup_key, $8 now, $9 group_key, $10 whether
+-- the job may be turn_safe (schema.sql): an ordered queue, the group's lock
+-- taken, and a statement that sees every job of the group committed before
+-- (READ COMMITTED). No row: the queue is gone.
 --
 -- The job's turn (docs/groups.md): for a job of a group, the turn of the
 -- front of its priority's ready jobs, or one after its group's last job not
@@ -13,7 +15,7 @@
 WITH job AS (
     INSERT INTO queue_live
            (slot, queue_id, priority, id, run_at, enqueued_at, state, dedup_key, headers, payload,
-            group_key, turn)
+            group_key, turn, turn_safe)
     SELECT (g.last_value % 2)::smallint, q.id, $4, nextval('queue_job_id_seq'), $5, $8, $6, $7,
            $3, $2, $9,
            CASE WHEN $9::text IS NOT NULL THEN
@@ -25,7 +27,15 @@ WITH job AS (
                             AND l.state <> 'processing'
                           ORDER BY l.id DESC LIMIT 1),
                         0)
-           ELSE 0 END
+           ELSE 0 END,
+           $9::text IS NOT NULL AND $10
+           AND coalesce((SELECT l.turn_safe FROM queue_live l
+                          WHERE l.queue_id = $1 AND l.group_key = $9
+                            AND l.state <> 'processing'
+                          ORDER BY l.id DESC LIMIT 1), true)
+           AND NOT EXISTS (SELECT FROM queue_live b
+                            WHERE b.queue_id = $1 AND b.group_key = $9
+                              AND b.state = 'processing' AND b.group_counted)
       FROM queue_queues q, queue_live_generation g
      WHERE q.id = $1
     RETURNING id, queue_id

@@ -1,8 +1,9 @@
 -- enqueue_batch.sql with keys: $7 group keys and $8 dedup keys (NULL, or
 -- one per payload), $9 the places (1-based) of payloads not to insert
--- (NULL: none). Turns as in enqueue.sql, the jobs of one group in the batch
--- taking one turn after another; the front is looked at only for a batch
--- with group keys. Uids as in enqueue_batch.sql.
+-- (NULL: none), $10 as in enqueue.sql. Turns (and turn_safe) as in
+-- enqueue.sql, the jobs of one group in the batch taking one turn after
+-- another; the front is looked at only for a batch with group keys. Uids as
+-- in enqueue_batch.sql.
 WITH r AS MATERIALIZED (
     -- (once for the statement)
     SELECT pg_catalog.left(pg_catalog.replace(gen_random_uuid()::text, '-', ''), 16) AS prefix
@@ -15,20 +16,25 @@ WITH r AS MATERIALIZED (
 ), input AS (
     SELECT p.payload, p.group_key, p.dedup_key, p.ord,
            CASE WHEN p.group_key IS NULL THEN 0 ELSE
-               greatest(f.turn, (SELECT l.turn + 1 FROM queue_live l
-                                  WHERE l.queue_id = $1 AND l.group_key = p.group_key
-                                    AND l.state <> 'processing'
-                                  ORDER BY l.id DESC LIMIT 1))
+               greatest(f.turn, l.turn + 1)
                + row_number() OVER (PARTITION BY p.group_key ORDER BY p.ord) - 1
-           END AS turn
-      FROM unnest($2, $7::text[], $8::text[]) WITH ORDINALITY AS p(payload, group_key, dedup_key, ord),
-           front f
+           END AS turn,
+           p.group_key IS NOT NULL AND $10 AND coalesce(l.turn_safe, true)
+           AND NOT EXISTS (SELECT FROM queue_live b
+                            WHERE b.queue_id = $1 AND b.group_key = p.group_key
+                              AND b.state = 'processing' AND b.group_counted) AS turn_safe
+      FROM unnest($2, $7::text[], $8::text[]) WITH ORDINALITY AS p(payload, group_key, dedup_key, ord)
+     CROSS JOIN front f
+      LEFT JOIN LATERAL (SELECT l.turn, l.turn_safe FROM queue_live l
+                          WHERE l.queue_id = $1 AND l.group_key = p.group_key
+                            AND l.state <> 'processing'
+                          ORDER BY l.id DESC LIMIT 1) l ON p.group_key IS NOT NULL
      WHERE p.ord <> ALL (coalesce($9::bigint[], '{}'))
 ), jobs AS (
     INSERT INTO queue_live (slot, queue_id, priority, id, run_at, enqueued_at, state, payload,
-                            group_key, dedup_key, turn, uid)
+                            group_key, dedup_key, turn, turn_safe, uid)
     SELECT (g.last_value % 2)::smallint, q.id, $3, nextval('queue_job_id_seq'), $4, $6, $5,
-           i.payload, i.group_key, i.dedup_key, i.turn,
+           i.payload, i.group_key, i.dedup_key, i.turn, i.turn_safe,
            (r.prefix || pg_catalog.lpad(pg_catalog.to_hex(i.ord), 16, '0'))::uuid
       FROM queue_queues q, queue_live_generation g, input i, r
      WHERE q.id = $1

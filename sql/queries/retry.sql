@@ -15,10 +15,15 @@ WITH dead AS (
 ), gone AS (
     SELECT * FROM dead UNION ALL SELECT * FROM cancelled
 ), back AS (
+    -- (a job of a group takes turn -1, before every enqueued job's: the
+    -- later jobs of its group keep a larger turn than every older one,
+    -- which their turn_safe says)
     INSERT INTO queue_live (slot, queue_id, priority, attempts, id, run_at, enqueued_at,
-                            state, dedup_key, last_error, headers, payload, uid, group_key)
+                            state, dedup_key, last_error, headers, payload, uid, group_key,
+                            turn)
     SELECT (g.last_value % 2)::smallint, j.queue_id, j.priority, 0, j.id, $2, j.enqueued_at,
-           'ready', j.dedup_key, j.last_error, j.headers, j.payload, j.uid, j.group_key
+           'ready', j.dedup_key, j.last_error, j.headers, j.payload, j.uid, j.group_key,
+           CASE WHEN j.group_key IS NULL THEN 0 ELSE -1 END
       FROM gone j, queue_live_generation g
 )
 INSERT INTO queue_tallies (queue_id, slot, cancelled, failed)

@@ -34,6 +34,14 @@ fn queue_for_insert(client: &mut SpiClient<'_>, name: &str) -> Queue {
     queue
 }
 
+/// Whether the jobs enqueued now may be turn_safe (schema.sql): the queue
+/// is ordered, so an enqueue with a group key has taken the group's lock,
+/// and each statement sees every job committed before it (READ
+/// COMMITTED).
+fn may_be_turn_safe(queue: &Queue) -> bool {
+    queue.limits.ordered && db::read_committed()
+}
+
 /// The id the insert returned; none means the queue was dropped meanwhile.
 fn inserted(ids: Vec<i64>, name: &str) -> Vec<i64> {
     if ids.is_empty() {
@@ -97,6 +105,7 @@ fn queue_enqueue(
                 dedup_key = dedup_key,
                 now = db::timestamp(now),
                 group_key = group_key,
+                turn_safe = may_be_turn_safe(&queue),
             ],
         );
         let ids = rows.map(|r| r.value::<i64>("id")).collect();
@@ -185,6 +194,7 @@ fn queue_enqueue_batch(
             group_keys = group_keys.clone(),
             dedup_keys = dedup_keys.clone(),
             skip = (!skip.is_empty()).then_some(skip),
+            turn_safe = may_be_turn_safe(&queue),
         ];
         let rows = if group_keys.is_none() && dedup_keys.is_none() {
             db::run(client, &queries::ENQUEUE_BATCH, (&names[..6], &values[..6]))
