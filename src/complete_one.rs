@@ -126,11 +126,8 @@ unsafe extern "C-unwind" fn relation_changed(_arg: pg_sys::Datum, relid: Oid) {
 /// the statement instead.
 pub fn complete(id: i64, lease: Uuid) -> Option<bool> {
     // SAFETY: plain reads of this backend's transaction state.
-    let plain = unsafe {
-        pg_sys::XactIsoLevel == pg_sys::XACT_READ_COMMITTED as i32
-            && !pg_sys::XactReadOnly
-            && !pg_sys::IsInParallelMode()
-    };
+    let plain =
+        db::read_committed() && unsafe { !pg_sys::XactReadOnly && !pg_sys::IsInParallelMode() };
     if !plain {
         return None;
     }

@@ -22,21 +22,20 @@ WITH job AS (
                greatest((SELECT r.turn FROM queue_live r
                           WHERE r.queue_id = $1 AND r.state = 'ready' AND r.priority = $4
                           ORDER BY r.turn LIMIT 1),
-                        (SELECT l.turn + 1 FROM queue_live l
-                          WHERE l.queue_id = $1 AND l.group_key = $9
-                            AND l.state <> 'processing'
-                          ORDER BY l.id DESC LIMIT 1),
+                        last.turn + 1,
                         0)
            ELSE 0 END,
-           $9::text IS NOT NULL AND $10
-           AND coalesce((SELECT l.turn_safe FROM queue_live l
-                          WHERE l.queue_id = $1 AND l.group_key = $9
-                            AND l.state <> 'processing'
-                          ORDER BY l.id DESC LIMIT 1), true)
+           $9::text IS NOT NULL AND $10 AND coalesce(last.turn_safe, true)
            AND NOT EXISTS (SELECT FROM queue_live b
                             WHERE b.queue_id = $1 AND b.group_key = $9
                               AND b.state = 'processing' AND b.group_counted)
-      FROM queue_queues q, queue_live_generation g
+      FROM queue_queues q
+     CROSS JOIN queue_live_generation g
+      -- (the group's last job not in flight: its turn and its turn_safe)
+      LEFT JOIN LATERAL (SELECT l.turn, l.turn_safe FROM queue_live l
+                          WHERE l.queue_id = $1 AND l.group_key = $9
+                            AND l.state <> 'processing'
+                          ORDER BY l.id DESC LIMIT 1) last ON $9::text IS NOT NULL
      WHERE q.id = $1
     RETURNING id, queue_id
 ), tally AS (
