@@ -249,20 +249,27 @@ pub struct Locked {
 
 /// Up to `max_jobs` due jobs of `queue` in claim order, locked for the
 /// caller's transaction but not claimed: no lease, no attempt written. For
-/// a queue that is not ordered and has no limit that counts, or only limits
-/// of the queue as a whole (the caller has its turn beside the claims under
+/// a queue without limits that count, or with only limits of the queue as
+/// a whole and no order (the caller has its turn beside the claims under
 /// way: limits::turn_beside), delivered in the same transaction
-/// (sql_delivery.rs), which then deletes each job
-/// delivered and counts an attempt only for those that fail
-/// (`count_attempts`). The claim's chores come first, as for `claim`; jobs
-/// found with no attempt left go to the dead letters.
+/// (sql_delivery.rs), which then deletes each job delivered and counts an
+/// attempt only for those that fail (`count_attempts`). An ordered queue's
+/// jobs are its groups' heads at the front of the claim order (none when
+/// the heads lie further on: the claim's walk finds those). The claim's
+/// chores come first, as for `claim`; jobs found with no attempt left go to
+/// the dead letters.
 pub fn lock_next(client: &mut SpiClient<'_>, queue: &Queue, max_jobs: usize) -> Vec<Locked> {
     let now = crate::time::now_us();
     chores(client, queue, max_jobs, now);
     let mut exhausted = Vec::new();
+    let stmt = if queue.limits.ordered {
+        &queries::LOCK_NEXT_ORDERED
+    } else {
+        &queries::LOCK_NEXT
+    };
     let locked = db::run(
         client,
-        &queries::LOCK_NEXT,
+        stmt,
         args![
             queue_id = queue.id,
             limit = max_jobs as i32,

@@ -134,7 +134,8 @@ statements! {
     JOB_UNFINISHED = "job_unfinished.sql" (id: INT8OID) -> (unfinished);
     NEXT_TICK = "next_tick.sql" () -> (at);
 
-    RETRY_FIND = "retry_find.sql" (id: INT8OID) -> (queue_id, dedup_key, has_sender);
+    RETRY_FIND = "retry_find.sql" (id: INT8OID)
+        -> (queue_id, dedup_key, group_key, has_sender, ordered);
     RETRY = "retry.sql" (id: INT8OID, run_at: TIMESTAMPTZOID) -> (queue_id);
 
     SET_SENDER = "set_sender.sql" (queue_id: INT4OID, sender: TEXTOID, role: OIDOID,
@@ -155,6 +156,9 @@ statements! {
         max_attempts: INT4OID) -> (id, job);
     LOCK_NEXT = "lock_next.sql" (queue_id: INT4OID, limit: INT4OID, queue: TEXTOID,
         max_attempts: INT4OID) -> (id, attempts, job, group_key);
+    LOCK_NEXT_ORDERED = "lock_ordered.sql" + "claim_next_ordered.sql" (queue_id: INT4OID,
+        limit: INT4OID, queue: TEXTOID, max_attempts: INT4OID) -> (id, attempts, job, group_key);
+    LOCK_GROUP_HEAD = "lock_group_head.sql" (queue_id: INT4OID, group_key: TEXTOID) -> (id);
     COUNT_ATTEMPTS = "count_attempts.sql" (ids: INT8ARRAYOID, worker: TEXTOID)
         -> (id, lease, queue_id, group_key);
     RELEASE = "release.sql" (ids: INT8ARRAYOID) -> ();

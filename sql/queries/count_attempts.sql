@@ -7,6 +7,11 @@
 -- job's id, lease, queue and group.
 UPDATE queue_live
    SET state = 'processing', attempts = attempts + 1, lease = gen_random_uuid(),
-       lease_expires_at = now(), worker = $2
+       lease_expires_at = now(), worker = $2,
+       -- (an ordered queue's head in flight holds its group back, as
+       -- claim_set.sql's)
+       group_counted = group_key IS NOT NULL
+                       AND (SELECT q.ordered OR q.group_max_in_flight IS NOT NULL
+                              FROM queue_queues q WHERE q.id = queue_live.queue_id)
  WHERE id = ANY ($1) AND state = 'ready'
 RETURNING id, lease, queue_id, group_key

@@ -35,6 +35,19 @@ fn queue_retry(id: Option<i64>) -> bool {
                 return false;
             }
         }
+        // (an ordered queue with a sender: a worker's batch may be
+        // delivering a later job of the group in one transaction, its head
+        // until then; consumers, which claim only from a queue without
+        // one, commit their claims first)
+        let group = row.get::<String>("group_key");
+        let ordered = row.get::<bool>("ordered").unwrap_or(false);
+        if let (Some(group), true) = (group, ordered && pushed) {
+            db::run(
+                client,
+                &queries::LOCK_GROUP_HEAD,
+                args![queue_id = queue_id, group_key = group.as_str()],
+            );
+        }
         let retried = !db::run(client, &queries::RETRY, args![id = id, run_at = now]).is_empty();
         if retried {
             wake::on_commit(pushed);

@@ -55,20 +55,21 @@ pub fn queue_for_worker(client: &mut SpiClient<'_>, queue_id: i32, name: &str) -
 }
 
 /// Whether a batch of `queue` may be delivered in the transaction that
-/// takes it, and how: `Some(None)` when the queue has no limit that counts
-/// and no order, so no other claim needs to see its jobs in flight
-/// meanwhile; `Some(turn)` when its limits are all the queue's as a whole
-/// and the batch has its turn beside the claims under way
-/// (limits::turn_beside), which count its reservation as jobs in flight
-/// (and claimed in the rate window) until it commits; None when its claim
-/// must commit first.
+/// takes it, and how: `Some(None)` when the queue has no limit that counts,
+/// so no other claim needs to see its jobs in flight meanwhile (an ordered
+/// queue's locked heads are still their groups' oldest unfinished jobs,
+/// which hold the later ones back); `Some(turn)` when its limits are all
+/// the queue's as a whole, it is not ordered, and the batch has its turn
+/// beside the claims under way (limits::turn_beside), which count its
+/// reservation as jobs in flight (and claimed in the rate window) until it
+/// commits; None when its claim must commit first.
 pub fn taken_in_one(queue: &Queue, size: usize) -> Option<Option<Turn>> {
     let limits = &queue.limits;
-    if limits.ordered {
-        return None;
-    }
     if !limits::counted(limits) {
         return Some(None);
+    }
+    if limits.ordered {
+        return None;
     }
     limits::turn_beside(queue, size).map(Some)
 }

@@ -239,7 +239,7 @@ impl Delivery {
             }
             round.claimed += claimed.jobs;
             round.batches += 1;
-            // (a limit that kept jobs back has room again once these end)
+            // (a limit or an order that kept jobs back lets them go once these end)
             round.more |= claimed.full || claimed.held_back;
         }
         round

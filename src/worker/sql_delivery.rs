@@ -1,11 +1,12 @@
 //! Delivery to SQL senders, as docs/push.md's delivery protocol says. A
-//! queue without order, and without limits or with only limits of the
-//! queue as a whole, gets one transaction per batch: its jobs locked but
-//! not claimed (under a reservation that the claims beside it count, for
-//! those limits), the sender called for each in a subtransaction of its
-//! own, the jobs delivered deleted and an attempt counted for each that
-//! failed, one commit (the batch's ids written down meanwhile:
-//! suspects.rs). Any other queue has its claim committed first, then the
+//! queue without limits that count (ordered or not), or with only limits
+//! of the queue as a whole and no order, gets one transaction per batch:
+//! its jobs locked but not claimed (an ordered queue's groups' heads; under
+//! a reservation that the claims beside it count, for those limits), the
+//! sender called for each in a subtransaction of its own, the jobs
+//! delivered deleted and an attempt counted for each that failed, one
+//! commit (the batch's ids written down meanwhile: suspects.rs). Any other
+//! queue has its claim committed first, then the
 //! jobs still in flight locked (a cancel, purge or drop now waits) for the
 //! calls and their outcomes. At most 64 subtransactions that wrote go into
 //! one commit (the subxid cache of a backend). Also: the claim again of a
@@ -253,7 +254,8 @@ fn check_sender(
 }
 
 /// What a batch took: how many jobs, whether as many as it asked for (more
-/// may be due), and whether a limit of the queue kept some back.
+/// may be due), and whether a limit or the order of the queue kept some
+/// back.
 #[derive(Default)]
 pub struct Claimed {
     pub jobs: usize,
@@ -262,11 +264,13 @@ pub struct Claimed {
 }
 
 /// Claims up to `size` due jobs of queue `queue_id` (`name`) for the worker
-/// in `slot`, and delivers them. A queue without order, and without limits
-/// or with only limits of the queue as a whole, is delivered in one
-/// transaction per batch (`deliver_locked`); any other has its claim
-/// committed first (a claim of an ordered queue or one with limits per
-/// group must see the jobs in flight), then `deliver`.
+/// in `slot`, and delivers them. A queue without limits that count, or
+/// with only limits of the queue as a whole and no order, is delivered in
+/// one transaction per batch (`deliver_locked`); any other has its claim
+/// committed first (a claim of an ordered queue with limits, or of one with
+/// limits per group, must see the jobs in flight), then `deliver`. So has
+/// an ordered queue's batch when no head lies at the front of the claim
+/// order (the claim's walk finds them).
 pub fn claim_and_deliver(
     session: &Session,
     slot: usize,
@@ -281,13 +285,17 @@ pub fn claim_and_deliver(
         };
         if let Some(turn) = batches::taken_in_one(&queue, size) {
             let (claimed, tally) = deliver_locked(session, slot, &queue, size, turn);
-            return (claimed, Vec::new(), tally);
+            // (an ordered queue whose heads lie past the front's turns has
+            // them claimed, by the claim's walk)
+            if claimed.jobs > 0 || !queue.limits.ordered {
+                return (claimed, Vec::new(), tally);
+            }
         }
         let claim = session.tables(|c| batches::claim_for_worker(c, &queue, size, false));
         let claimed = Claimed {
             jobs: claim.jobs.len(),
             full: claim.jobs.len() == size,
-            held_back: claim.held_back,
+            held_back: claim.held_back || order_waits(&queue, claim.jobs.len()),
         };
         let batch = claim
             .jobs
@@ -308,6 +316,13 @@ pub fn claim_and_deliver(
     tally.note(slot);
     deliver(session, slot, queue_id, claimed_first);
     claimed
+}
+
+/// Whether the later jobs of an ordered queue's groups wait for the `jobs`
+/// of a batch: once these end, the next of each group may be taken, and no
+/// commit of another session announces it.
+fn order_waits(queue: &Queue, jobs: usize) -> bool {
+    queue.limits.ordered && jobs > 0
 }
 
 /// A batch of `queue` in the caller's transaction: up to `size` due jobs
@@ -361,7 +376,7 @@ fn deliver_locked(
     let claimed = Claimed {
         jobs: locked.len(),
         full: locked.len() == wanted,
-        held_back,
+        held_back: held_back || order_waits(queue, locked.len()),
     };
     if locked.is_empty() {
         return (claimed, Tally::default());

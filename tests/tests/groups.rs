@@ -1021,6 +1021,291 @@ fn the_worker_delivers_a_rate_limited_queue_as_the_windows_free() {
     );
 }
 
+/// An ordered queue delivered by the worker, through a SQL sender (in one
+/// transaction per batch, and, with a limit that counts, claimed first) and
+/// a webhook: a group's next job goes out once the one before it has ended,
+/// though no other session commits anything to wake the worker and its poll
+/// interval is an hour (the 60-s deadline of `eventually` is far below it,
+/// and below what rests between the jobs of a group cost 300 of them).
+#[test]
+fn the_worker_delivers_an_ordered_group_job_after_job_without_a_poll() {
+    let receiver = Receiver::start();
+    let cluster = Cluster::start_with(&[
+        &format!("queue.webhook_allow = 'http://127.0.0.1:{}'", receiver.port),
+        "queue.poll_interval = '1h'",
+    ]);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE chain (n bigserial, job bigint, grp text);
+             CREATE FUNCTION link(job jsonb) RETURNS void LANGUAGE sql AS $$
+                 INSERT INTO chain (job, grp)
+                 VALUES ((job->>'id')::bigint, (job->>'queue') || '/' || (job->'payload'->>'g'))
+             $$;
+             SELECT queue_create('chain', ordered => true);
+             SELECT queue_create('chain_claimed', ordered => true, max_in_flight => 1000);
+             SELECT queue_create('chain_hook', ordered => true);
+             SELECT queue_pause(q) FROM unnest(ARRAY['chain', 'chain_claimed', 'chain_hook']) q;
+             SELECT queue_register_sender('chain', 'link(jsonb)', 100);
+             SELECT queue_register_sender('chain_claimed', 'link(jsonb)', 100);
+             SELECT queue_register_webhook('chain_hook', '{}');",
+            receiver.url("/chain")
+        ))
+        .unwrap();
+    // (300 in a row where the claim comes first: a worker that rested
+    // between them, woken only by its upkeep, took 0.3 s a job)
+    for group in ["a", "b", "c"] {
+        for (queue, n) in [("chain", 10), ("chain_claimed", 300), ("chain_hook", 10)] {
+            enqueue_group(&mut client, queue, group, n);
+        }
+    }
+    // one queue at a time: the worker's commits for one would wake it
+    // for the others
+    for (queue, delivered) in [("chain", 30), ("chain_claimed", 930)] {
+        client
+            .execute("SELECT queue_resume($1)", &[&queue])
+            .unwrap();
+        eventually(&format!("{delivered} deliveries by the SQL sender"), || {
+            one::<i64>(&mut client, "SELECT count(*) FROM chain", &[]) == delivered
+        });
+    }
+    client
+        .batch_execute("SELECT queue_resume('chain_hook')")
+        .unwrap();
+    eventually("30 requests", || receiver.seen("/chain").len() >= 30);
+    // each group's jobs in enqueue order (one at a time: the next is
+    // claimed only once the one before it has ended)
+    let pushed: Vec<(String, i64)> = client
+        .query("SELECT grp, job FROM chain ORDER BY n", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let posted: Vec<(String, i64)> = receiver
+        .seen("/chain")
+        .iter()
+        .map(|s| {
+            let body: serde_json::Value = serde_json::from_str(&s.body).unwrap();
+            (
+                body["payload"]["g"].as_str().unwrap().to_string(),
+                body["id"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    for (path, order) in [("SQL sender", pushed), ("webhook", posted)] {
+        let mut last: HashMap<String, i64> = HashMap::new();
+        for (group, id) in order {
+            let before = last.insert(group.clone(), id).unwrap_or(0);
+            assert!(
+                before < id,
+                "{path}: group {group}: job {id} after {before}"
+            );
+        }
+    }
+}
+
+/// The worker (and its helper, if one starts) delivers an ordered queue of
+/// 200 groups, one transaction per batch, while its sender fails a fifth of
+/// the calls at random (a job dies after 3) and a consumer puts the dead
+/// letters back. From the sender's log (a call that failed wrote nothing):
+/// no job delivered twice, every job ends, each group's jobs are delivered
+/// one at a time (a call starts after the commit of the group's one before)
+/// and in id order, but for the dead letters put back.
+#[test]
+fn the_worker_keeps_each_group_in_order_one_job_at_a_time_through_failures_and_retries() {
+    let cluster = Cluster::start_with(&["track_commit_timestamp = on"]);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "CREATE TABLE went (job bigint, grp text, batch xid8, called_at timestamptz);
+             CREATE FUNCTION go(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 INSERT INTO public.went VALUES ((job->>'id')::bigint, job->'payload'->>'g',
+                                                 pg_current_xact_id(), clock_timestamp());
+                 IF random() < 0.2 THEN
+                     RAISE EXCEPTION 'at random';
+                 END IF;
+             END $$;
+             SELECT queue_create('pord', ordered => true, max_attempts => 3,
+                                 backoff => 'fixed', retry_delay => '10 milliseconds');
+             SELECT queue_pause('pord');
+             SELECT queue_register_sender('pord', 'go(jsonb)', 50);",
+        )
+        .unwrap();
+    two_hundred_groups(&mut client, "pord");
+    let stop = Arc::new(AtomicBool::new(false));
+    let retrier = {
+        let stop = stop.clone();
+        let mut client = cluster.connect();
+        std::thread::spawn(move || {
+            let mut retried = HashSet::new();
+            while !stop.load(Ordering::Relaxed) {
+                let dead: Vec<i64> = client
+                    .query(
+                        "SELECT id FROM queue_jobs WHERE queue = 'pord' AND status = 'failed' LIMIT 5",
+                        &[],
+                    )
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                for id in dead {
+                    if one::<bool>(&mut client, "SELECT queue_retry($1)", &[&id]) {
+                        retried.insert(id);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            retried
+        })
+    };
+    client.batch_execute("SELECT queue_resume('pord')").unwrap();
+    eventually("the worker to deliver every job", || {
+        unfinished(&mut client, "pord") == 0
+    });
+    stop.store(true, Ordering::Relaxed);
+    let retried = retrier.join().unwrap();
+    eventually("the jobs put back last to end", || {
+        unfinished(&mut client, "pord") == 0
+    });
+    let (succeeded, failed): (i64, i64) = {
+        let row = client
+            .query_one(
+                "SELECT count(*) FILTER (WHERE status = 'succeeded'),
+                        count(*) FILTER (WHERE status = 'failed')
+                   FROM queue_jobs WHERE queue = 'pord'",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    let (logged, twice, batches): (i64, i64, i64) = {
+        let row = client
+            .query_one(
+                "SELECT count(*), count(*) - count(DISTINCT job), count(DISTINCT batch) FROM went",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1), row.get(2))
+    };
+    println!(
+        "{succeeded} succeeded and {failed} failed in {batches} batches; {} dead letters put back",
+        retried.len()
+    );
+    assert_eq!(succeeded + failed, 2000, "every job ends");
+    assert_eq!((logged, twice), (succeeded, 0), "each delivered once");
+    // a call of a group's job while the one before it had not committed
+    let overlaps: Vec<(String, i64, i64)> = client
+        .query(
+            "SELECT grp, before, job FROM (
+                 SELECT grp, job, called_at,
+                        lag(job) OVER w AS before,
+                        lag(pg_xact_commit_timestamp(xmin)) OVER w AS before_done
+                   FROM went WINDOW w AS (PARTITION BY grp ORDER BY called_at)) c
+              WHERE called_at < before_done",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert!(
+        overlaps.is_empty(),
+        "two jobs of a group in flight at once: {overlaps:?}"
+    );
+    let order: Vec<(String, i64)> = client
+        .query("SELECT grp, job FROM went ORDER BY called_at", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let mut last: HashMap<String, i64> = HashMap::new();
+    for (group, id) in order.into_iter().filter(|(_, id)| !retried.contains(id)) {
+        let before = last.insert(group.clone(), id).unwrap_or(0);
+        assert!(
+            before < id,
+            "group {group}: job {id} delivered after {before}"
+        );
+    }
+}
+
+/// The worker delivers an ordered queue's heads in one transaction, where
+/// they stay 'ready' until it commits: a dead letter of a group put back by
+/// `queue_retry` while a later job of its group is in such a batch would be
+/// the group's head beside it. The retry waits for the batch instead.
+#[test]
+fn a_dead_letter_retried_while_the_worker_delivers_a_later_job_of_its_group_waits_for_it() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "CREATE TABLE flags (fail boolean);
+             INSERT INTO flags VALUES (true);
+             CREATE TABLE went (job bigint, at timestamptz);
+             CREATE FUNCTION go(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF job->'payload'->>'kind' = 'first' AND (SELECT fail FROM public.flags) THEN
+                     RAISE EXCEPTION 'the first fails';
+                 END IF;
+                 IF job->'payload'->>'kind' = 'slow' THEN
+                     PERFORM pg_sleep(4);
+                 END IF;
+                 INSERT INTO public.went VALUES ((job->>'id')::bigint, clock_timestamp());
+             END $$;
+             SELECT queue_create('heads', ordered => true, max_attempts => 1);
+             SELECT queue_pause('heads');
+             SELECT queue_register_sender('heads', 'go(jsonb)');",
+        )
+        .unwrap();
+    let first: i64 = one(
+        &mut client,
+        "SELECT queue_enqueue('heads', '{\"kind\": \"first\"}', group_key => 'g')",
+        &[],
+    );
+    let slow: i64 = one(
+        &mut client,
+        "SELECT queue_enqueue('heads', '{\"kind\": \"slow\"}', group_key => 'g')",
+        &[],
+    );
+    client
+        .batch_execute("SELECT queue_resume('heads')")
+        .unwrap();
+    eventually("the first job to be a dead letter", || {
+        one::<String>(&mut client, "SELECT status FROM queue_job($1)", &[&first]) == "failed"
+    });
+    client
+        .batch_execute("UPDATE flags SET fail = false")
+        .unwrap();
+    eventually("the worker to call the sender for the slow job", || {
+        one::<bool>(
+            &mut client,
+            "SELECT EXISTS (SELECT FROM pg_stat_activity
+                             WHERE backend_type <> 'client backend' AND wait_event = 'PgSleep')",
+            &[],
+        )
+    });
+    let mut retrier = cluster.connect();
+    let pid: i32 = one(&mut retrier, "SELECT pg_backend_pid()", &[]);
+    let retry =
+        std::thread::spawn(move || one::<bool>(&mut retrier, "SELECT queue_retry($1)", &[&first]));
+    waits_for_a_lock(&cluster, pid, "the retry");
+    assert!(retry.join().unwrap(), "the dead letter is put back");
+    eventually("both jobs delivered", || {
+        one::<i64>(&mut client, "SELECT count(*) FROM went", &[]) == 2
+    });
+    let order: Vec<i64> = client
+        .query("SELECT job FROM went ORDER BY at", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        order,
+        [slow, first],
+        "the retried job went after the later one"
+    );
+}
+
 #[test]
 fn jobs_a_stopped_worker_left_in_flight_wait_for_the_rate_window_and_count_in_it() {
     // The first claim takes 2 jobs of 3, which fills the window; the first
