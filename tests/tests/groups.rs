@@ -1092,15 +1092,20 @@ fn the_worker_delivers_an_ordered_group_job_after_job_without_a_poll() {
             )
         })
         .collect();
-    for (path, order) in [("SQL sender", pushed), ("webhook", posted)] {
-        let mut last: HashMap<String, i64> = HashMap::new();
-        for (group, id) in order {
-            let before = last.insert(group.clone(), id).unwrap_or(0);
-            assert!(
-                before < id,
-                "{path}: group {group}: job {id} after {before}"
-            );
-        }
+    each_group_in_id_order("the SQL sender", pushed);
+    each_group_in_id_order("the webhook", posted);
+}
+
+/// Asserts that `order`'s (group, job id) pairs, in the order `path`
+/// delivered them, have each group's ids ascending.
+fn each_group_in_id_order(path: &str, order: Vec<(String, i64)>) {
+    let mut last: HashMap<String, i64> = HashMap::new();
+    for (group, id) in order {
+        let before = last.insert(group.clone(), id).unwrap_or(0);
+        assert!(
+            before < id,
+            "{path}: group {group}: job {id} delivered after {before}"
+        );
     }
 }
 
@@ -1219,14 +1224,11 @@ fn the_worker_keeps_each_group_in_order_one_job_at_a_time_through_failures_and_r
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
-    let mut last: HashMap<String, i64> = HashMap::new();
-    for (group, id) in order.into_iter().filter(|(_, id)| !retried.contains(id)) {
-        let before = last.insert(group.clone(), id).unwrap_or(0);
-        assert!(
-            before < id,
-            "group {group}: job {id} delivered after {before}"
-        );
-    }
+    let kept: Vec<(String, i64)> = order
+        .into_iter()
+        .filter(|(_, id)| !retried.contains(id))
+        .collect();
+    each_group_in_id_order("the worker", kept);
 }
 
 /// The worker delivers an ordered queue's heads in one transaction, where
