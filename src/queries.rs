@@ -154,9 +154,9 @@ statements! {
         -> (sender, webhook, function, role, role_name, name, max_attempts, settings);
     DELIVER_LOCK = "deliver_lock.sql" (ids: INT8ARRAYOID, leases: UUIDARRAYOID, queue: TEXTOID,
         max_attempts: INT4OID) -> (id, job);
-    LOCK_NEXT = "lock_next.sql" (queue_id: INT4OID, limit: INT4OID, queue: TEXTOID,
+    LOCK_NEXT = "lock_set.sql" + "lock_next.sql" (queue_id: INT4OID, limit: INT4OID, queue: TEXTOID,
         max_attempts: INT4OID) -> (id, attempts, job, group_key);
-    LOCK_NEXT_ORDERED = "lock_ordered.sql" + "claim_next_ordered.sql" (queue_id: INT4OID,
+    LOCK_NEXT_ORDERED = "lock_set.sql" + "claim_next_ordered.sql" (queue_id: INT4OID,
         limit: INT4OID, queue: TEXTOID, max_attempts: INT4OID) -> (id, attempts, job, group_key);
     LOCK_GROUP_HEAD = "lock_group_head.sql" (queue_id: INT4OID, group_key: TEXTOID) -> (id);
     COUNT_ATTEMPTS = "count_attempts.sql" (ids: INT8ARRAYOID, worker: TEXTOID)

@@ -1,4 +1,4 @@
--- (claim_set.sql, lock_ordered.sql) The first $2 ready jobs in claim
+-- (claim_set.sql, lock_set.sql) The first $2 ready jobs in claim
 -- order that are their group's oldest unfinished job, of a group with no
 -- job in flight (a dead letter retried while a later job of its group is
 -- in flight waits for it): an ordered queue without limits that count

@@ -1,4 +1,4 @@
--- Jobs $1, locked for a delivery in one transaction (lock_next.sql) and
+-- Jobs $1, locked for a delivery in one transaction (lock_set.sql) and
 -- delivered, end with status $3 ('succeeded') at $2: as finish.sql, but
 -- their claim was never written, so the attempt they were delivered in
 -- and the worker $4 that delivered them are written here. Ends with

@@ -1,5 +1,5 @@
 -- Waits for a worker's batch that delivers the head of group $2 of ordered
--- queue $1 in one transaction (lock_ordered.sql): the oldest of its jobs
+-- queue $1 in one transaction (lock_set.sql): the oldest of its jobs
 -- not in flight, locked until the caller commits. queue_retry takes it
 -- before it puts an older job of the group back, which would otherwise be
 -- the group's head while the batch still delivers the later one.

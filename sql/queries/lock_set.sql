@@ -1,0 +1,19 @@
+-- For a delivery in one transaction (jobs.rs, lock_next): ready jobs of
+-- queue $1, locked but not changed (no claim is written: the transaction
+-- that delivers them deletes each job delivered and counts an attempt only
+-- for those that fail), each with its attempts so far and the argument its
+-- sender gets, the attempt under way counted ($3 and $4: the queue's name
+-- and max_attempts), and its group (for the rate windows of a queue with
+-- limits).
+--
+-- Then lock_next.sql picks the first $2 in claim order, or, for an ordered
+-- queue without limits that count, claim_next_ordered.sql picks its groups'
+-- heads: a head locked stays its group's oldest unfinished job, so the
+-- later jobs of its group wait for it, and queue_retry of an older dead
+-- letter of its group waits for the lock (lock_group_head.sql).
+SELECT l.id, l.attempts,
+       jsonb_build_object('id', l.id, 'queue', $3::text, 'payload', l.payload,
+                          'headers', l.headers, 'attempt', l.attempts + 1,
+                          'max_attempts', $4::int, 'enqueued_at', l.enqueued_at) AS job,
+       l.group_key
+  FROM queue_live l
