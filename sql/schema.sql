@@ -108,7 +108,7 @@ CREATE TABLE queue_live (
     -- jobs was in flight, and the group's last job had it too. A job put
     -- back (queue_retry) takes turn -1, below every enqueue's. A claim may
     -- then take such a job at the front's turn without looking for older
-    -- jobs of its group (claim_next_ordered.sql).
+    -- jobs of its group (ordered_heads.sql).
     turn_safe        boolean NOT NULL DEFAULT false
 ) PARTITION BY LIST (slot);
 -- Invariants that only the extension's statements write, so they are not

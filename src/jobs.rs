@@ -112,7 +112,7 @@ pub fn claim(
     };
 
     // (an ordered queue whose limits count nothing claims from the front of
-    // the claim order in one statement, claim_next_ordered.sql)
+    // the claim order in one statement, ordered_heads.sql)
     let turn = limits::counted(&queue.limits).then(|| limits::take_turn(queue, max_jobs));
     if turn.is_some() {
         // (a claim that counts reads the clock once it has its turn: the

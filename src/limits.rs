@@ -12,7 +12,7 @@
 //! oldest unfinished job may be claimed, while none of its group is in
 //! flight, one row, which `FOR UPDATE SKIP LOCKED` hands to one claimer;
 //! without limits that count it claims in one statement
-//! (claim_next_ordered.sql), which looks at the front of the claim order
+//! (ordered_heads.sql), which looks at the front of the claim order
 //! only; when that comes back short, or a claim with limits found too few
 //! in the first jobs it read, what may go is found group by group
 //! (`group_firsts`).

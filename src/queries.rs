@@ -76,7 +76,8 @@ statements! {
         max_attempts: INT4OID, lease_until: TIMESTAMPTZOID, worker: TEXTOID, body_queue: TEXTOID)
         -> (id, state, payload, headers, attempts, enqueued_at, lease, lease_expires_at,
             priority, run_at, turn, webhook_id, body, group_key);
-    CLAIM_ORDERED = "claim_set.sql" + "claim_next_ordered.sql" + "claim_returning.sql"
+    CLAIM_ORDERED = "claim_set.sql" + "ordered_front.sql" + "claim_heads.sql" + "ordered_heads.sql"
+        + "claim_returning.sql"
         (queue_id: INT4OID, limit: INT4OID, max_attempts: INT4OID, lease_until: TIMESTAMPTZOID,
         worker: TEXTOID, body_queue: TEXTOID)
         -> (id, state, payload, headers, attempts, enqueued_at, lease, lease_expires_at,
@@ -156,7 +157,7 @@ statements! {
         max_attempts: INT4OID) -> (id, job);
     LOCK_NEXT = "lock_set.sql" + "lock_next.sql" (queue_id: INT4OID, limit: INT4OID, queue: TEXTOID,
         max_attempts: INT4OID) -> (id, attempts, job, group_key);
-    LOCK_NEXT_ORDERED = "lock_set.sql" + "claim_next_ordered.sql" (queue_id: INT4OID,
+    LOCK_NEXT_ORDERED = "ordered_front.sql" + "lock_set.sql" + "ordered_heads.sql" (queue_id: INT4OID,
         limit: INT4OID, queue: TEXTOID, max_attempts: INT4OID) -> (id, attempts, job, group_key);
     LOCK_GROUP_HEAD = "lock_group_head.sql" (queue_id: INT4OID, group_key: TEXTOID) -> (id);
     COUNT_ATTEMPTS = "count_attempts.sql" (ids: INT8ARRAYOID, worker: TEXTOID)

@@ -1,3 +1,4 @@
+           ))
 RETURNING l.id, l.state, l.payload, l.headers, l.attempts, l.enqueued_at, l.lease,
           l.lease_expires_at, l.priority, l.run_at, l.turn,
           -- (the Standard Webhooks id: the job's uid, for ever)

@@ -8,8 +8,9 @@
 -- than by a second look at the rows, and its webhook-id (NULL: no body, no
 -- webhook-id).
 --
--- Then claim_next.sql (or claim_ids.sql) picks the jobs, and
--- claim_returning.sql says what comes back.
+-- Then claim_next.sql (or claim_ids.sql, or for an ordered queue
+-- ordered_front.sql + claim_heads.sql + ordered_heads.sql) picks the jobs'
+-- ids, and claim_returning.sql says what comes back.
 --
 -- The shape is deliberate. These statements run from one generic plan, in
 -- which LIMIT $2 is guessed at a tenth of the table: joined to the table,
@@ -28,3 +29,4 @@ UPDATE queue_live l
                             ELSE l.group_key IS NOT NULL
                                  AND (SELECT q.ordered OR q.group_max_in_flight IS NOT NULL
                                         FROM queue_queues q WHERE q.id = $1) END
+ WHERE l.id = ANY (ARRAY(

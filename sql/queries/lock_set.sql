@@ -7,13 +7,13 @@
 -- limits).
 --
 -- Then lock_next.sql picks the first $2 in claim order, or, for an ordered
--- queue without limits that count, claim_next_ordered.sql picks its groups'
--- heads: a head locked stays its group's oldest unfinished job, so the
--- later jobs of its group wait for it, and queue_retry of an older dead
--- letter of its group waits for the lock (lock_group_head.sql).
-SELECT l.id, l.attempts,
-       jsonb_build_object('id', l.id, 'queue', $3::text, 'payload', l.payload,
-                          'headers', l.headers, 'attempt', l.attempts + 1,
-                          'max_attempts', $4::int, 'enqueued_at', l.enqueued_at) AS job,
-       l.group_key
-  FROM queue_live l
+-- queue without limits that count (after ordered_front.sql),
+-- ordered_heads.sql picks its groups' heads: a head locked stays its
+-- group's oldest unfinished job, so the later jobs of its group wait for
+-- it, and queue_retry of an older dead letter of its group waits for the
+-- lock (lock_group_head.sql).
+SELECT r.id, r.attempts,
+       jsonb_build_object('id', r.id, 'queue', $3::text, 'payload', r.payload,
+                          'headers', r.headers, 'attempt', r.attempts + 1,
+                          'max_attempts', $4::int, 'enqueued_at', r.enqueued_at) AS job,
+       r.group_key

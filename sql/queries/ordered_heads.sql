@@ -1,17 +1,18 @@
--- (claim_set.sql, lock_set.sql) The first $2 ready jobs in claim
--- order that are their group's oldest unfinished job, of a group with no
--- job in flight (a dead letter retried while a later job of its group is
--- in flight waits for it): an ordered queue without limits that count
--- (docs/groups.md). Only a group's head qualifies, one row per group, and
--- FOR UPDATE SKIP LOCKED hands each to one claimer. (A head locked by a
--- worker's batch in one transaction is still 'ready': the later jobs of
--- its group wait for it all the same.)
+-- (ordered_front.sql) The first $2 ready jobs in claim order that are
+-- their group's oldest unfinished job, of a group with no job in flight (a
+-- dead letter retried while a later job of its group is in flight waits
+-- for it): an ordered queue without limits that count (docs/groups.md).
+-- Only a group's head qualifies, one row per group, and FOR UPDATE SKIP
+-- LOCKED hands each to one claimer. (A head locked by a worker's batch in
+-- one transaction is still 'ready': the later jobs of its group wait for
+-- it all the same.)
 --
 -- It looks only at the front's priority and turn and the two turns after
 -- it, so that the jobs waiting behind heads in flight (a busy group's
 -- next 100,000, say) are never probed one by one. That holds every group
 -- that is served turn by turn; when it comes back short, the claim finds
--- the heads group by group (group_firsts.sql).
+-- the heads group by group (group_firsts.sql). The scan starts at the
+-- front itself, past the entries of the jobs ended since vacuum.
 --
 -- A job at the front's turn itself that is turn_safe (schema.sql) is its
 -- group's head without the probe of its group's older jobs, when every
@@ -19,18 +20,10 @@
 -- 'scheduled' (two probes for the whole statement): each older unfinished
 -- job of its group has a smaller turn, so it is in flight (the second
 -- probe, kept), or it would be ready before the front, or scheduled.
- WHERE l.id = ANY (ARRAY(
-           -- (the front found once: the entries of the jobs ended since
-           -- vacuum last ran lie before it in the index, and each look
-           -- steps over them)
-           WITH front AS MATERIALIZED (
-               SELECT f.priority, f.turn FROM queue_live f
-                WHERE f.queue_id = $1 AND f.state = 'ready'
-                ORDER BY f.priority DESC, f.turn, f.run_at, f.id
-                LIMIT 1)
-           SELECT r.id FROM queue_live r
+             FROM queue_live r
             WHERE r.queue_id = $1 AND r.state = 'ready'
               AND r.priority = (SELECT priority FROM front)
+              AND (r.turn, r.run_at, r.id) >= (SELECT turn, run_at, id FROM front)
               AND r.turn <= (SELECT turn + 2 FROM front)
               AND (r.group_key IS NULL
                    OR (((r.turn_safe
@@ -50,4 +43,4 @@
                                           AND o.state = 'processing' AND o.group_counted)))
             ORDER BY r.priority DESC, r.turn, r.run_at, r.id
             LIMIT $2
-            FOR UPDATE OF r SKIP LOCKED))
+            FOR UPDATE OF r SKIP LOCKED
