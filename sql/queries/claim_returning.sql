@@ -1,3 +1,4 @@
+           -- (the end of claim_set.sql's array of the ids picked)
            ))
 RETURNING l.id, l.state, l.payload, l.headers, l.attempts, l.enqueued_at, l.lease,
           l.lease_expires_at, l.priority, l.run_at, l.turn,
