@@ -294,6 +294,23 @@ pub fn lock_claims(queue_id: i32, alone: bool) {
     lock_object(queue_object(queue_id), CLAIM_LOCK, mode);
 }
 
+/// Taken until the end of the transaction by a worker's batch of an ordered
+/// queue delivered in one transaction (jobs::lock_next), before it looks
+/// for its groups' heads, and alone by a `queue_retry` that puts a job of a
+/// group back into such a queue. A head locked by the batch is still
+/// pending, its group's oldest unfinished job: the retried job, older, would
+/// be the group's head beside it. So a retry waits for the batches under
+/// way, and a batch for the retry: its look then sees the retried job. (A
+/// lock of the head alone was not enough: a look whose snapshot was taken
+/// before the retry committed locked the head once the retry had let it go.)
+pub fn lock_retries(queue_id: i32, retry: bool) {
+    let mode = match retry {
+        true => pg_sys::ExclusiveLock,
+        false => pg_sys::ShareLock,
+    };
+    lock_object(queue_object(queue_id), RETRY_LOCK, mode);
+}
+
 /// A name for the lock of `key` in queue `queue_id` (see lock_dedup_key).
 fn key_hash(queue_id: i32, key: &str) -> Oid {
     let mut bytes = queue_id.to_be_bytes().to_vec();
@@ -316,6 +333,7 @@ const DEDUP_LOCK: u16 = 1;
 const DEDUP_ALL_LOCK: u16 = 2;
 const GROUP_LOCK: u16 = 3;
 const CLAIM_LOCK: u16 = 4;
+const RETRY_LOCK: u16 = 5;
 
 /// The object a lock on queue `id` itself names.
 fn queue_object(id: i32) -> Oid {

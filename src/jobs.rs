@@ -9,7 +9,7 @@ use pgrx::datum::{Interval, TimestampWithTimeZone, Uuid};
 use pgrx::pg_sys;
 use pgrx::spi::SpiClient;
 
-use crate::catalog::{micros, Queue};
+use crate::catalog::{self, micros, Queue};
 use crate::db::{self, args};
 use crate::jsonb::Jsonb;
 use crate::limits;
@@ -259,6 +259,11 @@ pub struct Locked {
 /// chores come first, as for `claim`; jobs found with no attempt left go to
 /// the dead letters.
 pub fn lock_next(client: &mut SpiClient<'_>, queue: &Queue, max_jobs: usize) -> Vec<Locked> {
+    if queue.limits.ordered {
+        // (before the look's snapshot: a retry of an older job of a group
+        // committed by then is seen, one after waits for the batch)
+        catalog::lock_retries(queue.id, false);
+    }
     let now = crate::time::now_us();
     chores(client, queue, max_jobs, now);
     let mut exhausted = Vec::new();

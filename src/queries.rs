@@ -159,7 +159,6 @@ statements! {
         max_attempts: INT4OID) -> (id, attempts, job, group_key);
     LOCK_NEXT_ORDERED = "ordered_front.sql" + "lock_set.sql" + "ordered_heads.sql" (queue_id: INT4OID,
         limit: INT4OID, queue: TEXTOID, max_attempts: INT4OID) -> (id, attempts, job, group_key);
-    LOCK_GROUP_HEAD = "lock_group_head.sql" (queue_id: INT4OID, group_key: TEXTOID) -> (id);
     COUNT_ATTEMPTS = "count_attempts.sql" (ids: INT8ARRAYOID, worker: TEXTOID)
         -> (id, lease, queue_id, group_key);
     RELEASE = "release.sql" (ids: INT8ARRAYOID) -> ();

@@ -11,7 +11,7 @@
 -- ordered_heads.sql picks its groups' heads: a head locked stays its
 -- group's oldest unfinished job, so the later jobs of its group wait for
 -- it, and queue_retry of an older dead letter of its group waits for the
--- lock (lock_group_head.sql).
+-- batch (catalog.rs, lock_retries).
 SELECT r.id, r.attempts,
        jsonb_build_object('id', r.id, 'queue', $3::text, 'payload', r.payload,
                           'headers', r.headers, 'attempt', r.attempts + 1,

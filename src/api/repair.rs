@@ -24,6 +24,15 @@ fn queue_retry(id: Option<i64>) -> bool {
         // The locks of an enqueue: the queue is not dropped meanwhile, and
         // no other job with the key is enqueued meanwhile.
         catalog::lock_queue(queue_id, false);
+        // (an ordered queue with a sender: a worker's batch may be
+        // delivering a later job of the group in one transaction, its head
+        // until then; consumers, which claim only from a queue without
+        // one, commit their claims first. Taken before the dedup key's
+        // lock, which a sender's enqueue in such a batch may want.)
+        let grouped = row.get::<String>("group_key").is_some();
+        if grouped && pushed && row.get::<bool>("ordered").unwrap_or(false) {
+            catalog::lock_retries(queue_id, true);
+        }
         if let Some(key) = key {
             catalog::lock_dedup_key(queue_id, &key);
             let holder = db::run(
@@ -34,19 +43,6 @@ fn queue_retry(id: Option<i64>) -> bool {
             if !holder.is_empty() {
                 return false;
             }
-        }
-        // (an ordered queue with a sender: a worker's batch may be
-        // delivering a later job of the group in one transaction, its head
-        // until then; consumers, which claim only from a queue without
-        // one, commit their claims first)
-        let group = row.get::<String>("group_key");
-        let ordered = row.get::<bool>("ordered").unwrap_or(false);
-        if let (Some(group), true) = (group, ordered && pushed) {
-            db::run(
-                client,
-                &queries::LOCK_GROUP_HEAD,
-                args![queue_id = queue_id, group_key = group.as_str()],
-            );
         }
         let retried = !db::run(client, &queries::RETRY, args![id = id, run_at = now]).is_empty();
         if retried {
