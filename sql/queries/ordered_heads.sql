@@ -15,11 +15,13 @@
 -- front itself, past the entries of the jobs ended since vacuum.
 --
 -- A job at the front's turn itself that is turn_safe (schema.sql) is its
--- group's head without the probe of its group's older jobs, when every
--- ready job of the queue has the front's priority and none waits as
+-- group's head without the probe of its group's older jobs, when no ready
+-- job of the queue has a lower priority than the front's and none waits as
 -- 'scheduled' (two probes for the whole statement): each older unfinished
 -- job of its group has a smaller turn, so it is in flight (the second
--- probe, kept), or it would be ready before the front, or scheduled.
+-- probe, kept), or scheduled, or ready before the front: then it was passed
+-- over (ordered_front.sql), for a job of its group in flight or an older
+-- one unfinished, which is in turn in flight, scheduled or passed over.
              FROM queue_live r
             WHERE r.queue_id = $1 AND r.state = 'ready'
               AND r.priority = (SELECT priority FROM front)

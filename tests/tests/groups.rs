@@ -1096,6 +1096,108 @@ fn the_worker_delivers_an_ordered_group_job_after_job_without_a_poll() {
     each_group_in_id_order("the webhook", posted);
 }
 
+/// An ordered queue where one group's head stays in flight (a job that runs
+/// for an hour) while 39 other groups are served: past their third turn the
+/// front of the claim order is the held group's waiting jobs, which the
+/// claim passes by (ordered_front.sql). Pull claims of 7 and a SQL sender
+/// in batches of 7 take every other job in fair turns (each group's k-th
+/// job before any group's (k + 1)-th) and none of the held group's.
+#[test]
+fn a_group_whose_head_runs_for_an_hour_holds_back_only_its_own_jobs() {
+    // (one worker: a helper's batches would interleave with its own)
+    let cluster = Cluster::start_with(&["queue.max_workers_per_database = 1"]);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "CREATE TABLE delivered (n bigserial, grp text, k int);
+             CREATE FUNCTION take(job jsonb) RETURNS void LANGUAGE sql AS $$
+                 INSERT INTO delivered (grp, k)
+                 VALUES (job->'payload'->>'g', (job->'payload'->>'k')::int)
+             $$;
+             SELECT queue_create(q, ordered => true) FROM unnest(ARRAY['held', 'held_push']) q;",
+        )
+        .unwrap();
+    for queue in ["held", "held_push"] {
+        // 40 groups of 6 jobs: each group's k-th job in the k-th turn
+        client
+            .execute(
+                "SELECT count(*) FROM queue_enqueue_batch($1,
+                     ARRAY(SELECT jsonb_build_object('g', 'g' || g, 'k', k)
+                             FROM generate_series(0, 5) k, generate_series(0, 39) g
+                            ORDER BY k, g),
+                     group_keys => ARRAY(SELECT 'g' || g
+                                           FROM generate_series(0, 5) k, generate_series(0, 39) g
+                                          ORDER BY k, g))",
+                &[&queue],
+            )
+            .unwrap();
+        let held: String = one(
+            &mut client,
+            "SELECT payload->>'g' FROM queue_claim($1, 'slow', 1, '1 hour')",
+            &[&queue],
+        );
+        assert_eq!(held, "g0", "the first in claim order");
+    }
+    let fair_turns = |path: &str, order: &[(String, i32)]| {
+        assert_eq!(order.len(), 39 * 6, "{path}: every job of the other groups");
+        assert!(
+            order.iter().all(|(g, _)| g != "g0"),
+            "{path}: a job of the held group went out"
+        );
+        assert!(
+            order.windows(2).all(|w| w[0].1 <= w[1].1),
+            "{path}: out of turn: {order:?}"
+        );
+    };
+
+    let mut claimed: Vec<(String, i32)> = Vec::new();
+    loop {
+        let rows = client
+            .query(
+                "SELECT id, lease::text, payload->>'g', (payload->>'k')::int
+                   FROM queue_claim('held', 'fast', 7, '1 hour')",
+                &[],
+            )
+            .unwrap();
+        if rows.is_empty() {
+            break;
+        }
+        let jobs: Vec<(i64, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        claimed.extend(rows.iter().map(|r| (r.get(2), r.get(3))));
+        assert_eq!(complete_all(&mut client, &jobs).len(), jobs.len());
+    }
+    fair_turns("pull claims", &claimed);
+    let waiting: (i64, i64) = client
+        .query_one(
+            "SELECT pending, processing FROM queue_groups('held') WHERE group_key = 'g0'",
+            &[],
+        )
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
+    assert_eq!(
+        waiting,
+        (5, 1),
+        "the held group's jobs wait behind its head"
+    );
+
+    client
+        .batch_execute("SELECT queue_register_sender('held_push', 'take(jsonb)', 7)")
+        .unwrap();
+    eventually("234 deliveries", || {
+        one::<i64>(&mut client, "SELECT count(*) FROM delivered", &[]) >= 39 * 6
+    });
+    client
+        .batch_execute("SELECT queue_pause('held_push')")
+        .unwrap();
+    let delivered: Vec<(String, i32)> = client
+        .query("SELECT grp, k FROM delivered ORDER BY n", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    fair_turns("the SQL sender", &delivered);
+}
+
 /// Asserts that `order`'s (group, job id) pairs, in the order `path`
 /// delivered them, have each group's ids ascending.
 fn each_group_in_id_order(path: &str, order: Vec<(String, i64)>) {
