@@ -14,8 +14,8 @@
 //! without limits that count it claims in one statement
 //! (ordered_heads.sql), which looks at the front of the claim order
 //! only; when that comes back short, or a claim with limits found too few
-//! in the first jobs it read, what may go is found group by group
-//! (`group_firsts`).
+//! in the first jobs it read and in a second, longer read, what may go is
+//! found group by group (`group_firsts`).
 
 use std::collections::{HashMap, HashSet};
 
@@ -112,8 +112,9 @@ type Counts = HashMap<Option<String>, i64>;
 /// without passing a limit: the queue's room first, then the first ready
 /// jobs in claim order whose group has room (and, in an ordered queue, that
 /// are their group's oldest unfinished job). When the first ready jobs it
-/// reads do not fill it, it reads the rest group by group: each group's
-/// first jobs, or in an ordered queue each group's head (`group_firsts`).
+/// reads do not fill it, it reads further, and then the rest group by
+/// group: each group's first jobs, or in an ordered queue each group's head
+/// (`group_firsts`).
 /// The caller has taken its `turn`.
 /// `passed`: jobs someone else had locked, which are not chosen again.
 pub fn choose(
@@ -156,14 +157,21 @@ pub fn choose(
         .chain(group_rate)
         .chain([(room + passed.len()) as i64])
         .min();
-    let scan = room * 2 + 16 + passed.len();
-    let mut by_group = false;
+    let first_scan = room * 2 + 16 + passed.len();
+    let mut look = Look::First;
     loop {
-        // Reading further job by job could read a whole backlog of busy
-        // groups, each of them at its limit or waiting for its head: the
-        // second look reads group by group instead.
-        let candidates: Vec<(i64, Option<String>, bool)> = match by_group {
-            false => db::run(
+        // Reading on job by job could read a whole backlog of busy groups,
+        // each of them at its limit or waiting for its head. The first look
+        // reads a few more jobs than the claim wants; the second reads
+        // further, past the jobs of groups that fell behind the others'
+        // turns while their jobs in flight ran long; the last reads group
+        // by group.
+        let scan = match look {
+            Look::First => first_scan,
+            Look::Further | Look::ByGroup => (first_scan * FURTHER).max(FURTHER_AT_LEAST),
+        };
+        let candidates: Vec<(i64, Option<String>, bool)> = match look {
+            Look::First | Look::Further => db::run(
                 client,
                 &queries::CLAIM_CANDIDATES,
                 args![
@@ -174,12 +182,12 @@ pub fn choose(
             )
             .map(|r| (r.value("id"), r.get("group_key"), r.value("head")))
             .collect(),
-            true => group_firsts(client, queue, room + passed.len(), most_per_group)
+            Look::ByGroup => group_firsts(client, queue, room + passed.len(), most_per_group)
                 .into_iter()
                 .map(|(id, group)| (id, group, true))
                 .collect(),
         };
-        let read_all = by_group || candidates.len() < scan;
+        let read_all = look == Look::ByGroup || candidates.len() < scan;
         let mut groups: Vec<String> = candidates.iter().filter_map(|c| c.1.clone()).collect();
         groups.sort_unstable();
         groups.dedup();
@@ -225,9 +233,27 @@ pub fn choose(
                 held_back: held_back || skipped,
             };
         }
-        by_group = true;
+        look = match look {
+            Look::First => Look::Further,
+            Look::Further | Look::ByGroup => Look::ByGroup,
+        };
     }
 }
+
+/// The looks of `choose`, in turn.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Look {
+    First,
+    Further,
+    ByGroup,
+}
+
+/// How much further than its first look `choose` reads in its second, and
+/// at least how many jobs: about 16 × the jobs it wants, as far as an
+/// ordered claim looks for its front (ordered_front.sql). Past that, a walk
+/// of the groups costs less than reading on (BENCHMARKS.md).
+const FURTHER: usize = 8;
+const FURTHER_AT_LEAST: usize = 256;
 
 /// What a claim of `queue` may take, found group by group, in claim order
 /// (group_firsts.sql): each group's head in an ordered queue, otherwise

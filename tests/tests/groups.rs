@@ -1118,19 +1118,7 @@ fn a_group_whose_head_runs_for_an_hour_holds_back_only_its_own_jobs() {
         )
         .unwrap();
     for queue in ["held", "held_push"] {
-        // 40 groups of 6 jobs: each group's k-th job in the k-th turn
-        client
-            .execute(
-                "SELECT count(*) FROM queue_enqueue_batch($1,
-                     ARRAY(SELECT jsonb_build_object('g', 'g' || g, 'k', k)
-                             FROM generate_series(0, 5) k, generate_series(0, 39) g
-                            ORDER BY k, g),
-                     group_keys => ARRAY(SELECT 'g' || g
-                                           FROM generate_series(0, 5) k, generate_series(0, 39) g
-                                          ORDER BY k, g))",
-                &[&queue],
-            )
-            .unwrap();
+        groups_in_turns(&mut client, queue, 40);
         let held: String = one(
             &mut client,
             "SELECT payload->>'g' FROM queue_claim($1, 'slow', 1, '1 hour')",
@@ -1138,35 +1126,8 @@ fn a_group_whose_head_runs_for_an_hour_holds_back_only_its_own_jobs() {
         );
         assert_eq!(held, "g0", "the first in claim order");
     }
-    let fair_turns = |path: &str, order: &[(String, i32)]| {
-        assert_eq!(order.len(), 39 * 6, "{path}: every job of the other groups");
-        assert!(
-            order.iter().all(|(g, _)| g != "g0"),
-            "{path}: a job of the held group went out"
-        );
-        assert!(
-            order.windows(2).all(|w| w[0].1 <= w[1].1),
-            "{path}: out of turn: {order:?}"
-        );
-    };
-
-    let mut claimed: Vec<(String, i32)> = Vec::new();
-    loop {
-        let rows = client
-            .query(
-                "SELECT id, lease::text, payload->>'g', (payload->>'k')::int
-                   FROM queue_claim('held', 'fast', 7, '1 hour')",
-                &[],
-            )
-            .unwrap();
-        if rows.is_empty() {
-            break;
-        }
-        let jobs: Vec<(i64, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-        claimed.extend(rows.iter().map(|r| (r.get(2), r.get(3))));
-        assert_eq!(complete_all(&mut client, &jobs).len(), jobs.len());
-    }
-    fair_turns("pull claims", &claimed);
+    let claimed = claim_until_none(&mut client, "held", 7);
+    fair_turns("pull claims", &claimed, 39 * 6, &["g0"]);
     let waiting: (i64, i64) = client
         .query_one(
             "SELECT pending, processing FROM queue_groups('held') WHERE group_key = 'g0'",
@@ -1195,7 +1156,98 @@ fn a_group_whose_head_runs_for_an_hour_holds_back_only_its_own_jobs() {
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
-    fair_turns("the SQL sender", &delivered);
+    fair_turns("the SQL sender", &delivered, 39 * 6, &["g0"]);
+}
+
+/// `groups` groups `g0`, `g1`, ... of 6 jobs each in `queue`, each group's
+/// k-th job (payload `{"g": group, "k": k}`) in the k-th turn.
+fn groups_in_turns(client: &mut Client, queue: &str, groups: i32) {
+    client
+        .execute(
+            "SELECT count(*) FROM queue_enqueue_batch($1,
+                 ARRAY(SELECT jsonb_build_object('g', 'g' || g, 'k', k)
+                         FROM generate_series(0, 5) k, generate_series(0, $2 - 1) g
+                        ORDER BY k, g),
+                 group_keys => ARRAY(SELECT 'g' || g
+                                       FROM generate_series(0, 5) k, generate_series(0, $2 - 1) g
+                                      ORDER BY k, g))",
+            &[&queue, &groups],
+        )
+        .unwrap();
+}
+
+/// Claims `max_jobs` at a time from `queue` and completes each batch, until
+/// a claim comes back empty: the (group, k) of each job, in claim order.
+fn claim_until_none(client: &mut Client, queue: &str, max_jobs: i32) -> Vec<(String, i32)> {
+    let mut claimed = Vec::new();
+    loop {
+        let rows = client
+            .query(
+                "SELECT id, lease::text, payload->>'g', (payload->>'k')::int
+                   FROM queue_claim($1, 'fast', $2, '1 hour')",
+                &[&queue, &max_jobs],
+            )
+            .unwrap();
+        if rows.is_empty() {
+            return claimed;
+        }
+        let jobs: Vec<(i64, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        claimed.extend(rows.iter().map(|r| (r.get(2), r.get(3))));
+        assert_eq!(complete_all(client, &jobs).len(), jobs.len());
+    }
+}
+
+/// Asserts that `order` (the (group, k) of each job, in the order `path`
+/// took them) has `jobs` jobs, none of the groups `held`, in fair turns:
+/// each group's k-th job before any group's (k + 1)-th.
+fn fair_turns(path: &str, order: &[(String, i32)], jobs: usize, held: &[&str]) {
+    assert_eq!(order.len(), jobs, "{path}: every job of the other groups");
+    assert!(
+        order.iter().all(|(g, _)| !held.contains(&g.as_str())),
+        "{path}: a job of a held group went out"
+    );
+    assert!(
+        order.windows(2).all(|w| w[0].1 <= w[1].1),
+        "{path}: out of turn: {order:?}"
+    );
+}
+
+/// What the ordered test above shows, for `group_max_in_flight` 1: 40 of
+/// 60 groups at their limit for an hour, and claims of one job at a time.
+/// Past the first turn the front of the claim order is the held groups'
+/// waiting jobs, more than a claim's first look reads (limits.rs, `choose`).
+#[test]
+fn groups_at_their_limit_for_an_hour_hold_back_only_their_own_jobs() {
+    let cluster = Cluster::start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute("SELECT queue_create('at_limit', group_max_in_flight => 1)")
+        .unwrap();
+    groups_in_turns(&mut client, "at_limit", 60);
+    let held: Vec<String> = client
+        .query(
+            "SELECT payload->>'g' FROM queue_claim('at_limit', 'slow', 40, '1 hour')",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let first_forty: Vec<String> = (0..40).map(|g| format!("g{g}")).collect();
+    assert_eq!(held, first_forty, "the first 40 in claim order");
+    let claimed = claim_until_none(&mut client, "at_limit", 1);
+    let held: Vec<&str> = held.iter().map(String::as_str).collect();
+    fair_turns("claims of one", &claimed, 20 * 6, &held);
+    let waiting: i64 = one(
+        &mut client,
+        "SELECT sum(pending)::bigint FROM queue_groups('at_limit')",
+        &[],
+    );
+    assert_eq!(
+        waiting,
+        40 * 5,
+        "the held groups' jobs wait behind their limit"
+    );
 }
 
 /// Asserts that `order`'s (group, job id) pairs, in the order `path`
