@@ -158,36 +158,41 @@ pub fn choose(
         .chain([(room + passed.len()) as i64])
         .min();
     let first_scan = room * 2 + 16 + passed.len();
-    let mut look = Look::First;
-    loop {
-        // Reading on job by job could read a whole backlog of busy groups,
-        // each of them at its limit or waiting for its head. The first look
-        // reads a few more jobs than the claim wants; the second reads
-        // further, past the jobs of groups that fell behind the others'
-        // turns while their jobs in flight ran long; the last reads group
-        // by group.
-        let scan = match look {
-            Look::First => first_scan,
-            Look::Further | Look::ByGroup => (first_scan * FURTHER).max(FURTHER_AT_LEAST),
+    // Reading on job by job could read a whole backlog of busy groups, each
+    // of them at its limit or waiting for its head. The first look reads a
+    // few more jobs than the claim wants; the second reads further, past the
+    // jobs of groups that fell behind the others' turns while their jobs in
+    // flight ran long; the last reads group by group.
+    let looks = [
+        Look::Read(first_scan),
+        Look::Read((first_scan * FURTHER).max(FURTHER_AT_LEAST)),
+        Look::ByGroup,
+    ];
+    for look in looks {
+        let (candidates, read_all): (Vec<(i64, Option<String>, bool)>, bool) = match look {
+            Look::Read(scan) => {
+                let candidates: Vec<_> = db::run(
+                    client,
+                    &queries::CLAIM_CANDIDATES,
+                    args![
+                        queue_id = queue.id,
+                        limit = scan.min(i32::MAX as usize) as i32,
+                        ordered = limits.ordered
+                    ],
+                )
+                .map(|r| (r.value("id"), r.get("group_key"), r.value("head")))
+                .collect();
+                let read_all = candidates.len() < scan;
+                (candidates, read_all)
+            }
+            Look::ByGroup => (
+                group_firsts(client, queue, room + passed.len(), most_per_group)
+                    .into_iter()
+                    .map(|(id, group)| (id, group, true))
+                    .collect(),
+                true,
+            ),
         };
-        let candidates: Vec<(i64, Option<String>, bool)> = match look {
-            Look::First | Look::Further => db::run(
-                client,
-                &queries::CLAIM_CANDIDATES,
-                args![
-                    queue_id = queue.id,
-                    limit = scan.min(i32::MAX as usize) as i32,
-                    ordered = limits.ordered
-                ],
-            )
-            .map(|r| (r.value("id"), r.get("group_key"), r.value("head")))
-            .collect(),
-            Look::ByGroup => group_firsts(client, queue, room + passed.len(), most_per_group)
-                .into_iter()
-                .map(|(id, group)| (id, group, true))
-                .collect(),
-        };
-        let read_all = look == Look::ByGroup || candidates.len() < scan;
         let mut groups: Vec<String> = candidates.iter().filter_map(|c| c.1.clone()).collect();
         groups.sort_unstable();
         groups.dedup();
@@ -233,18 +238,15 @@ pub fn choose(
                 held_back: held_back || skipped,
             };
         }
-        look = match look {
-            Look::First => Look::Further,
-            Look::Further | Look::ByGroup => Look::ByGroup,
-        };
     }
+    unreachable!("the look group by group reads every group")
 }
 
-/// The looks of `choose`, in turn.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// A look of `choose`: the first this many ready jobs in claim order, or
+/// each group's first jobs.
+#[derive(Clone, Copy)]
 enum Look {
-    First,
-    Further,
+    Read(usize),
     ByGroup,
 }
 
