@@ -47,6 +47,7 @@ CREATE TABLE queue_claims (
     jobs       integer NOT NULL
 );
 CREATE INDEX queue_claims_window ON queue_claims (queue_id, group_key, claimed_at);
+CREATE INDEX queue_claims_age ON queue_claims (queue_id, claimed_at);
 SELECT pg_catalog.pg_extension_config_dump('queue_claims', '');
 REVOKE ALL ON queue_claims FROM PUBLIC;
 

@@ -243,16 +243,21 @@ CREATE TABLE queue_tallies (
 
 -- Claims of rate-limited queues (rate_limit, group_rate_limit): how many
 -- jobs one claim took, of one group (NULL: the queue as a whole), and when.
--- A claim counts what its queue's window holds and deletes what left every
--- window 10 seconds ago (limits.rs, CLOCK_MARGIN_US). Written only for queues
--- with a rate limit.
+-- A claim counts what its queue's window holds; what left every window 10
+-- seconds ago is deleted by a claim at most once a second in each backend
+-- (limits.rs, CLOCK_MARGIN_US, SWEEP_EVERY_US). Written only for queues with
+-- a rate limit.
 CREATE TABLE queue_claims (
     queue_id   integer NOT NULL,
     group_key  text,
     claimed_at timestamptz NOT NULL,
     jobs       integer NOT NULL
 );
+-- A window's claims, of the queue as a whole (group_key NULL) or of a group.
 CREATE INDEX queue_claims_window ON queue_claims (queue_id, group_key, claimed_at);
+-- A queue's claims by age, every group together: what has left every window,
+-- and where the oldest claim still in one is.
+CREATE INDEX queue_claims_age ON queue_claims (queue_id, claimed_at);
 
 -- Schedules (docs/schedules.md): each tick of `cron` on the wall clock of
 -- `time_zone` enqueues one job. next_run_at is the first tick not dealt

@@ -17,6 +17,7 @@
 //! in the first jobs it read and in a second, longer read, what may go is
 //! found group by group (`group_firsts`).
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 use pgrx::spi::SpiClient;
@@ -104,6 +105,18 @@ impl Turn {
 /// (Before it, the groups client test of a queue-wide rate once saw a
 /// window of 45 claims where 40 were allowed.)
 const CLOCK_MARGIN_US: i64 = 10_000_000;
+
+/// How often a backend removes the claims of a queue that have left every
+/// window (`note`). Those claims are never read again (every look starts
+/// at its window's start), so they may wait; removing them at every claim
+/// walked, each time, past the index entries of those removed before,
+/// until vacuum.
+const SWEEP_EVERY_US: i64 = 1_000_000;
+
+thread_local! {
+    /// When this backend last removed old claims, per queue.
+    static SWEPT: RefCell<HashMap<i32, i64>> = RefCell::new(HashMap::new());
+}
 
 /// Counts per group; the key None is the queue as a whole.
 type Counts = HashMap<Option<String>, i64>;
@@ -372,7 +385,8 @@ pub fn turn_to_claim_again(
 }
 
 /// A claim at `now` took jobs of these groups (None: without one): the
-/// rate windows of the queue count them.
+/// rate windows of the queue count them. At most once a second per backend
+/// (`SWEEP_EVERY_US`), the queue's claims past every window go.
 pub fn note<'a>(
     client: &mut SpiClient<'_>,
     queue: &Queue,
@@ -413,12 +427,29 @@ pub fn note<'a>(
         &queries::RATE_NOTE,
         args![
             queue_id = queue.id,
-            before = db::timestamp(now - longest - CLOCK_MARGIN_US),
             at = db::timestamp(now),
             groups = groups,
             jobs = jobs,
         ],
     );
+    let sweep = SWEPT.with_borrow_mut(|swept| {
+        let last = swept.entry(queue.id).or_insert(i64::MIN);
+        let due = now.saturating_sub(*last) >= SWEEP_EVERY_US;
+        if due {
+            *last = now;
+        }
+        due
+    });
+    if sweep {
+        db::run(
+            client,
+            &queries::RATE_SWEEP,
+            args![
+                queue_id = queue.id,
+                before = db::timestamp(now - longest - CLOCK_MARGIN_US),
+            ],
+        );
+    }
 }
 
 /// Jobs in flight: of the queue (None) and of each of `groups`.

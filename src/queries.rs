@@ -95,8 +95,9 @@ statements! {
     RATE_USED = "rate_used.sql" (queue_id: INT4OID, since: TIMESTAMPTZOID,
         group_since: TIMESTAMPTZOID, groups: TEXTARRAYOID) -> (group_key, used);
     RATE_FREES = "rate_frees.sql" (queue_id: INT4OID, at: TIMESTAMPTZOID, group: TEXTOID) -> (at);
-    RATE_NOTE = "rate_note.sql" (queue_id: INT4OID, before: TIMESTAMPTZOID, at: TIMESTAMPTZOID,
-        groups: TEXTARRAYOID, jobs: INT4ARRAYOID) -> ();
+    RATE_NOTE = "rate_note.sql" (queue_id: INT4OID, at: TIMESTAMPTZOID, groups: TEXTARRAYOID,
+        jobs: INT4ARRAYOID) -> ();
+    RATE_SWEEP = "rate_sweep.sql" (queue_id: INT4OID, before: TIMESTAMPTZOID) -> ();
     COMPLETE = "complete.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
         status: TEXTOID, leases: UUIDARRAYOID) -> (id);
     FINISH = "finish.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,

@@ -20,13 +20,18 @@ SELECT least(
                              AND ((q.sender IS NOT NULL AND NOT q.paused)
                                   OR attempts >= q.max_attempts)
                            ORDER BY lease_expires_at LIMIT 1) e),
-    (SELECT min(c.claimed_at + w.window_length)
+    -- (each window's oldest claim still in it, read from the window's start
+    -- by index; the clock read once, as a parameter an index can take)
+    (SELECT min(least((SELECT c.claimed_at FROM queue_claims c
+                        WHERE c.queue_id = q.id AND c.group_key IS NULL
+                          AND c.claimed_at > (SELECT clock_timestamp()) - q.rate_window
+                        ORDER BY c.claimed_at LIMIT 1) + q.rate_window,
+                      (SELECT c.claimed_at FROM queue_claims c
+                        WHERE c.queue_id = q.id AND c.group_key IS NOT NULL
+                          AND c.claimed_at > (SELECT clock_timestamp()) - q.group_rate_window
+                        ORDER BY c.claimed_at LIMIT 1) + q.group_rate_window))
        FROM queue_queues q
-       JOIN queue_claims c ON c.queue_id = q.id
-      CROSS JOIN LATERAL (SELECT CASE WHEN c.group_key IS NULL THEN q.rate_window
-                                      ELSE q.group_rate_window END AS window_length) w
       WHERE q.sender IS NOT NULL AND NOT q.paused
-        AND c.claimed_at + w.window_length > clock_timestamp()
         AND EXISTS (SELECT FROM queue_live r WHERE r.queue_id = q.id AND r.state = 'ready')),
     (SELECT min(next_run_at) FROM queue_recurring WHERE NOT paused)
 ) AS at

@@ -17,9 +17,14 @@ SELECT EXISTS (SELECT FROM queue_live
              (SELECT lease_expires_at FROM queue_live
                WHERE queue_id = $1 AND state = 'processing'
                ORDER BY lease_expires_at LIMIT 1)) AS next_at,
-       (SELECT min(c.claimed_at + CASE WHEN c.group_key IS NULL THEN q.rate_window
-                                       ELSE q.group_rate_window END)
-          FROM queue_claims c JOIN queue_queues q ON q.id = c.queue_id
-         WHERE c.queue_id = $1
-           AND c.claimed_at + CASE WHEN c.group_key IS NULL THEN q.rate_window
-                                   ELSE q.group_rate_window END > $2) AS window_ends_at
+       -- (each window's oldest claim still in it, read from the window's
+       -- start by index, not from every claim the queue keeps)
+       (SELECT least((SELECT c.claimed_at FROM queue_claims c
+                       WHERE c.queue_id = $1 AND c.group_key IS NULL
+                         AND c.claimed_at > $2 - q.rate_window
+                       ORDER BY c.claimed_at LIMIT 1) + q.rate_window,
+                     (SELECT c.claimed_at FROM queue_claims c
+                       WHERE c.queue_id = $1 AND c.group_key IS NOT NULL
+                         AND c.claimed_at > $2 - q.group_rate_window
+                       ORDER BY c.claimed_at LIMIT 1) + q.group_rate_window)
+          FROM queue_queues q WHERE q.id = $1) AS window_ends_at
