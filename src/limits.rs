@@ -411,13 +411,6 @@ pub fn note<'a>(
     if limits.rate.is_some() {
         per_group.insert(None, total);
     }
-    let longest = limits
-        .rate
-        .iter()
-        .chain(limits.group_rate.iter())
-        .map(|(_, window)| *window)
-        .max()
-        .unwrap_or(0);
     let (groups, jobs): (Vec<Option<String>>, Vec<i32>) = per_group
         .into_iter()
         .map(|(group, n)| (group.map(str::to_string), n))
@@ -432,7 +425,14 @@ pub fn note<'a>(
             jobs = jobs,
         ],
     );
-    let sweep = SWEPT.with_borrow_mut(|swept| {
+    sweep(client, queue, now);
+}
+
+/// Removes the claims of `queue` that left its longest window
+/// `CLOCK_MARGIN_US` before `now`, unless this backend did so less than
+/// `SWEEP_EVERY_US` ago.
+fn sweep(client: &mut SpiClient<'_>, queue: &Queue, now: i64) {
+    let due = SWEPT.with_borrow_mut(|swept| {
         let last = swept.entry(queue.id).or_insert(i64::MIN);
         let due = now.saturating_sub(*last) >= SWEEP_EVERY_US;
         if due {
@@ -440,16 +440,25 @@ pub fn note<'a>(
         }
         due
     });
-    if sweep {
-        db::run(
-            client,
-            &queries::RATE_SWEEP,
-            args![
-                queue_id = queue.id,
-                before = db::timestamp(now - longest - CLOCK_MARGIN_US),
-            ],
-        );
+    if !due {
+        return;
     }
+    let limits = &queue.limits;
+    let longest = limits
+        .rate
+        .iter()
+        .chain(limits.group_rate.iter())
+        .map(|(_, window)| *window)
+        .max()
+        .unwrap_or(0);
+    db::run(
+        client,
+        &queries::RATE_SWEEP,
+        args![
+            queue_id = queue.id,
+            before = db::timestamp(now - longest - CLOCK_MARGIN_US),
+        ],
+    );
 }
 
 /// Jobs in flight: of the queue (None) and of each of `groups`.

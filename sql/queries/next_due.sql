@@ -21,7 +21,8 @@ SELECT least(
                                   OR attempts >= q.max_attempts)
                            ORDER BY lease_expires_at LIMIT 1) e),
     -- (each window's oldest claim still in it, read from the window's start
-    -- by index; the clock read once, as a parameter an index can take)
+    -- by index; the clock as an uncorrelated subquery, read once per
+    -- statement rather than per claim, a parameter an index can take)
     (SELECT min(least((SELECT c.claimed_at FROM queue_claims c
                         WHERE c.queue_id = q.id AND c.group_key IS NULL
                           AND c.claimed_at > (SELECT clock_timestamp()) - q.rate_window
