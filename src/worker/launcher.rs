@@ -257,8 +257,9 @@ fn start_workers(handles: &mut [Option<DynamicBackgroundWorker>], now: i64) -> b
 /// As many running workers as there are databases waiting beyond the free
 /// slots (less those already leaving) are asked to give their slots up:
 /// idle ones first, least recently active first, then the ones that have
-/// served longest. A worker asked leaves at once when nothing is due in
-/// its database, else once its turn is over (serve.rs).
+/// served longest, those still starting included (turns::candidate). A
+/// worker asked leaves at once when nothing is due in its database, else
+/// once its turn is over (serve.rs).
 fn ask_to_yield(now: i64) {
     let mut shared = SHARED.exclusive();
     let waiting = shared
@@ -282,17 +283,7 @@ fn ask_to_yield(now: i64) {
         .workers
         .iter()
         .enumerate()
-        .filter(|(_, w)| {
-            matches!(w.state, State::Idle | State::Delivering)
-                && !w.stop
-                && !w.yield_asked
-                && !w.helper
-        })
-        .map(|(slot, w)| {
-            let busy = w.state == State::Delivering;
-            let since = if busy { w.started_at } else { w.last_active_at };
-            turns::Candidate { slot, busy, since }
-        })
+        .filter_map(|(slot, w)| turns::candidate(slot, w))
         .collect();
     for slot in turns::to_ask(waiting, free, leaving, candidates) {
         shared.workers[slot].yield_asked = true;
