@@ -250,13 +250,16 @@ mod tests {
         assert_eq!(weighed(&worker), Some((3, true, 7)));
         worker.state = State::Idle;
         assert_eq!(weighed(&worker), Some((3, false, 9)));
-        // already asked, stopping, a helper, or gone: not weighed
+        // leaving, gone, already asked, told to stop, or a helper: not weighed
         for state in [State::Stopping, State::Exited, State::Free] {
             worker.state = state;
             assert_eq!(weighed(&worker), None);
         }
         worker.state = State::Starting;
         worker.yield_asked = true;
+        assert_eq!(weighed(&worker), None);
+        worker.yield_asked = false;
+        worker.stop = true;
         assert_eq!(weighed(&worker), None);
         let helper = Worker::starting(oid, true, 7);
         assert_eq!(weighed(&helper), None);
