@@ -257,7 +257,7 @@ fn start_workers(handles: &mut [Option<DynamicBackgroundWorker>], now: i64) -> b
 /// As many running workers as there are databases waiting beyond the free
 /// slots (less those already leaving) are asked to give their slots up:
 /// idle ones first, least recently active first, then the ones that have
-/// served longest, those still starting included (turns::candidate). A
+/// served longest, those still starting included (Worker::candidate). A
 /// worker asked leaves at once when nothing is due in its database, else
 /// once its turn is over (serve.rs).
 fn ask_to_yield(now: i64) {
@@ -283,7 +283,7 @@ fn ask_to_yield(now: i64) {
         .workers
         .iter()
         .enumerate()
-        .filter_map(|(slot, w)| turns::candidate(slot, w))
+        .filter_map(|(slot, w)| w.candidate(slot))
         .collect();
     for slot in turns::to_ask(waiting, free, leaving, candidates) {
         shared.workers[slot].yield_asked = true;

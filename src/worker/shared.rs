@@ -111,6 +111,30 @@ impl Worker {
         last_error: [0; ERROR_BYTES],
     };
 
+    /// How the launcher weighs this worker, in `slot`, when databases
+    /// wait: not at all when it is a helper (helpers leave by themselves),
+    /// already leaving or not running; as idle when it sleeps on its latch;
+    /// as busy, since its start, when it delivers or is still starting.
+    /// (Left out, a worker still starting would deliver and then sleep
+    /// unasked until the launcher next woke: a burst that filled every slot
+    /// with new workers stalled until the launcher's tick, a second later.)
+    pub fn candidate(&self, slot: usize) -> Option<super::turns::Candidate> {
+        let busy = match self.state {
+            State::Idle => false,
+            State::Starting | State::Delivering => true,
+            State::Free | State::Stopping | State::Exited => return None,
+        };
+        if self.stop || self.yield_asked || self.helper {
+            return None;
+        }
+        let since = if busy {
+            self.started_at
+        } else {
+            self.last_active_at
+        };
+        Some(super::turns::Candidate { slot, busy, since })
+    }
+
     pub fn starting(database: Oid, helper: bool, now: i64) -> Worker {
         Worker {
             state: State::Starting,
@@ -316,4 +340,35 @@ pub fn set_latch(procno: i32) {
 /// This process's index in ProcGlobal->allProcs.
 pub fn my_procno() -> i32 {
     crate::versions::my_proc_number()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_still_starting_is_weighed_as_busy_since_its_start() {
+        let oid = Oid::INVALID;
+        let mut worker = Worker::starting(oid, false, 7);
+        worker.last_active_at = 9;
+        let weighed = |w: &Worker| w.candidate(3).map(|c| (c.slot, c.busy, c.since));
+        assert_eq!(weighed(&worker), Some((3, true, 7)));
+        worker.state = State::Delivering;
+        assert_eq!(weighed(&worker), Some((3, true, 7)));
+        worker.state = State::Idle;
+        assert_eq!(weighed(&worker), Some((3, false, 9)));
+        // leaving, gone, already asked, told to stop, or a helper: not weighed
+        for state in [State::Stopping, State::Exited, State::Free] {
+            worker.state = state;
+            assert_eq!(weighed(&worker), None);
+        }
+        worker.state = State::Starting;
+        worker.yield_asked = true;
+        assert_eq!(weighed(&worker), None);
+        worker.yield_asked = false;
+        worker.stop = true;
+        assert_eq!(weighed(&worker), None);
+        let helper = Worker::starting(oid, true, 7);
+        assert_eq!(weighed(&helper), None);
+    }
 }

@@ -4,8 +4,6 @@
 //! give their slots up, what a worker does after a round, and when a
 //! database that its worker left needs one again.
 
-use super::shared::{State, Worker};
-
 /// A worker asked for its slot while jobs are due delivers this many
 /// batches (counted from its start) before it leaves: a fair turn,
 /// measured in work, so that a busy database neither holds a slot for long
@@ -42,30 +40,6 @@ pub struct Candidate {
     pub busy: bool,
     /// When it started, for a busy one; when it last worked, for an idle one.
     pub since: i64,
-}
-
-/// How the launcher weighs the worker in `slot` when databases wait: not
-/// at all when it is a helper (helpers leave by themselves), already
-/// leaving or not running; as idle when it sleeps on its latch; as busy,
-/// since its start, when it delivers or is still starting. (Left out, a
-/// worker still starting would deliver and then sleep unasked until the
-/// launcher next woke: a burst that filled every slot with new workers
-/// stalled until the launcher's tick, a second later.)
-pub fn candidate(slot: usize, worker: &Worker) -> Option<Candidate> {
-    let busy = match worker.state {
-        State::Idle => false,
-        State::Starting | State::Delivering => true,
-        State::Free | State::Stopping | State::Exited => return None,
-    };
-    if worker.stop || worker.yield_asked || worker.helper {
-        return None;
-    }
-    let since = if busy {
-        worker.started_at
-    } else {
-        worker.last_active_at
-    };
-    Some(Candidate { slot, busy, since })
 }
 
 /// The slots whose workers are asked to give them up: as many as databases
@@ -237,32 +211,6 @@ mod tests {
         assert_eq!(to_ask(2, 0, 0, workers.clone()), [3, 1]);
         assert_eq!(to_ask(3, 0, 0, workers.clone()), [3, 1, 2]);
         assert_eq!(to_ask(10, 0, 0, workers), [3, 1, 2, 0]);
-    }
-
-    #[test]
-    fn a_worker_still_starting_is_weighed_as_busy_since_its_start() {
-        let oid = pgrx::pg_sys::Oid::INVALID;
-        let mut worker = Worker::starting(oid, false, 7);
-        worker.last_active_at = 9;
-        let weighed = |w: &Worker| candidate(3, w).map(|c| (c.slot, c.busy, c.since));
-        assert_eq!(weighed(&worker), Some((3, true, 7)));
-        worker.state = State::Delivering;
-        assert_eq!(weighed(&worker), Some((3, true, 7)));
-        worker.state = State::Idle;
-        assert_eq!(weighed(&worker), Some((3, false, 9)));
-        // leaving, gone, already asked, told to stop, or a helper: not weighed
-        for state in [State::Stopping, State::Exited, State::Free] {
-            worker.state = state;
-            assert_eq!(weighed(&worker), None);
-        }
-        worker.state = State::Starting;
-        worker.yield_asked = true;
-        assert_eq!(weighed(&worker), None);
-        worker.yield_asked = false;
-        worker.stop = true;
-        assert_eq!(weighed(&worker), None);
-        let helper = Worker::starting(oid, true, 7);
-        assert_eq!(weighed(&helper), None);
     }
 
     #[test]
