@@ -36,7 +36,7 @@ pub fn next_in_line<T: Copy>(waiting: impl Iterator<Item = (T, i64, i64)>, now: 
 #[derive(Clone, Copy, Debug)]
 pub struct Candidate {
     pub slot: usize,
-    /// Delivering now (else idle, sleeping on its latch).
+    /// Delivering now or still starting (else idle, sleeping on its latch).
     pub busy: bool,
     /// When it started, for a busy one; when it last worked, for an idle one.
     pub since: i64,
