@@ -294,21 +294,39 @@ pub fn lock_claims(queue_id: i32, alone: bool) {
     lock_object(queue_object(queue_id), CLAIM_LOCK, mode);
 }
 
-/// Taken until the end of the transaction by a worker's batch of an ordered
-/// queue delivered in one transaction (jobs::lock_next), before it looks
-/// for its groups' heads, and alone by a `queue_retry` that puts a job of a
-/// group back into such a queue. A head locked by the batch is still
-/// pending, its group's oldest unfinished job: the retried job, older, would
-/// be the group's head beside it. So a retry waits for the batches under
-/// way, and a batch for the retry: its look then sees the retried job. (A
-/// lock of the head alone was not enough: a look whose snapshot was taken
-/// before the retry committed locked the head once the retry had let it go.)
-pub fn lock_retries(queue_id: i32, retry: bool) {
-    let mode = match retry {
+/// The rules a claim follows (the queue's order and limits, and which job
+/// heads an ordered group), held until the end of the transaction: shared
+/// by every claim and every batch delivered in one transaction, before it
+/// reads the queue's options and looks at its jobs; alone by what changes
+/// them: `queue_alter` of the order or a limit, and `queue_retry` of a job
+/// of a group back into an ordered queue (it becomes the group's head).
+/// A change therefore waits for the claims under way, which have not
+/// committed what they took, and the claims after it see it committed.
+/// (Without it, a claim counted in its own snapshot, which misses what a
+/// claim beside it took under the old rules: a retried head beside a later
+/// job of its group in flight, or jobs in flight that a new limit never
+/// counted.)
+pub fn lock_rules(queue_id: i32, change: bool) {
+    let mode = match change {
         true => pg_sys::ExclusiveLock,
         false => pg_sys::ShareLock,
     };
-    lock_object(queue_object(queue_id), RETRY_LOCK, mode);
+    lock_object(queue_object(queue_id), RULES_LOCK, mode);
+}
+
+/// `queue` as it is for a claim: the rules lock taken (`lock_rules`), then
+/// its options read again when a change committed meanwhile (taking the
+/// lock accepts the invalidations that change sent), and, in a transaction
+/// that does not read each statement in a fresh snapshot (REPEATABLE READ,
+/// SERIALIZABLE), as committed now rather than as its snapshot saw them.
+/// None when the queue is gone.
+pub fn for_claim(client: &mut SpiClient<'_>, queue: &Queue) -> Option<Queue> {
+    lock_rules(queue.id, false);
+    if !db::read_committed() {
+        let row = db::look(client, &queries::FIND_QUEUE_BY_ID, args![id = queue.id]).first()?;
+        return Some(Queue::of_row(&row, row.value("name")));
+    }
+    cached_by_id(queue.id).or_else(|| find_by_id(client, queue.id))
 }
 
 /// A name for the lock of `key` in queue `queue_id` (see lock_dedup_key).
@@ -333,7 +351,7 @@ const DEDUP_LOCK: u16 = 1;
 const DEDUP_ALL_LOCK: u16 = 2;
 const GROUP_LOCK: u16 = 3;
 const CLAIM_LOCK: u16 = 4;
-const RETRY_LOCK: u16 = 5;
+const RULES_LOCK: u16 = 5;
 
 /// The object a lock on queue `id` itself names.
 fn queue_object(id: i32) -> Oid {

@@ -121,35 +121,50 @@ unsafe extern "C-unwind" fn relation_changed(_arg: pg_sys::Datum, relid: Oid) {
     }
 }
 
+/// What `complete` did.
+pub enum Outcome {
+    /// The job, of this queue, succeeded.
+    Completed { queue_id: i32 },
+    /// Its lease is not held (or it is not there).
+    NotHeld,
+    /// Not done here: the caller runs the statement instead.
+    UseStatement,
+}
+
 /// Completes job `id` under `lease` as complete.sql does with status
-/// 'succeeded': `Some(whether it did)`, or None when the caller must run
-/// the statement instead.
-pub fn complete(id: i64, lease: Uuid) -> Option<bool> {
+/// 'succeeded', where it can.
+pub fn complete(id: i64, lease: Uuid) -> Outcome {
     // SAFETY: plain reads of this backend's transaction state.
     let plain =
         db::read_committed() && unsafe { !pg_sys::XactReadOnly && !pg_sys::IsInParallelMode() };
     if !plain {
-        return None;
+        return Outcome::UseStatement;
     }
     // (a queue's new retention, a rebuilt index)
     db::accept_invalidations();
-    let open = open()?;
+    let Some(open) = open() else {
+        return Outcome::UseStatement;
+    };
     let lease = *lease.as_bytes();
-    let done = match open.find(id, &lease) {
-        None => false,
+    let outcome = match open.find(id, &lease) {
+        None => Outcome::NotHeld,
         Some(found) => {
-            if keeps_history(found.queue_id)? {
-                return None;
+            match keeps_history(found.queue_id) {
+                Some(false) => {}
+                Some(true) | None => return Outcome::UseStatement,
             }
-            let done = open.delete(&found, &lease);
-            if done {
+            if open.delete(&found, &lease) {
                 open.tally(found.queue_id);
+                Outcome::Completed {
+                    queue_id: found.queue_id,
+                }
+            } else {
+                Outcome::NotHeld
             }
-            done
         }
     };
     ANSWERED.set(ANSWERED.get() + 1);
-    Some(done)
+    outcome
 }
 
 /// Whether queue `queue_id` keeps history (catalog.rs's cache of queues);

@@ -59,12 +59,26 @@ pub use crate::args;
 /// The rows of one run of a statement.
 pub struct Rows<'c> {
     stmt: &'static Statement,
-    table: SpiTupleTable<'c>,
+    source: Source<'c>,
+}
+
+/// Where the rows come from: pgrx's table of an SPI call, or the tuples of
+/// a call made with a snapshot of its own (`look`), as SPI left them.
+enum Source<'c> {
+    Table(SpiTupleTable<'c>),
+    Tuples {
+        desc: pg_sys::TupleDesc,
+        tuples: std::vec::IntoIter<*mut pg_sys::HeapTupleData>,
+        _connection: std::marker::PhantomData<&'c ()>,
+    },
 }
 
 impl<'c> Rows<'c> {
     pub fn is_empty(&self) -> bool {
-        self.table.is_empty()
+        match &self.source {
+            Source::Table(table) => table.is_empty(),
+            Source::Tuples { tuples, .. } => tuples.len() == 0,
+        }
     }
 
     /// The first row, for a statement that gives one or none.
@@ -77,7 +91,19 @@ impl<'c> Iterator for Rows<'c> {
     type Item = Row<'c>;
 
     fn next(&mut self) -> Option<Row<'c>> {
-        let tuple = self.table.next()?;
+        let tuple = match &mut self.source {
+            Source::Table(table) => table.next()?,
+            Source::Tuples { desc, tuples, .. } => {
+                let tuple = tuples.next()?;
+                // SAFETY: `desc` and `tuple` are the descriptor and a row of
+                // the result SPI left (SPI_tuptable) for this connection,
+                // which lives until the connection ends ('c).
+                unsafe { SpiHeapTupleData::new(*desc, tuple) }
+                    .ok()
+                    .flatten()
+                    .expect("a row of the result")
+            }
+        };
         Some(Row {
             stmt: self.stmt,
             tuple,
@@ -204,7 +230,7 @@ pub fn run<'c>(
     let table = client.update(plan, None, args.1);
     Rows {
         stmt,
-        table: table.unwrap_or_else(|e| refused(stmt, e)),
+        source: Source::Table(table.unwrap_or_else(|e| refused(stmt, e))),
     }
 }
 
@@ -221,8 +247,117 @@ pub fn read<'c>(
     let table = client.select(plan, None, args.1);
     Rows {
         stmt,
-        table: table.unwrap_or_else(|e| refused(stmt, e)),
+        source: Source::Table(table.unwrap_or_else(|e| refused(stmt, e))),
     }
+}
+
+/// `run`, for what a claim counts and chooses after it has taken its turn
+/// (limits.rs): the jobs as committed now. In READ COMMITTED that is what
+/// every statement `run` sees; a transaction with one snapshot for all its
+/// statements (REPEATABLE READ, SERIALIZABLE) reads them here in a fresh
+/// snapshot instead, as PostgreSQL's foreign key checks do, so that it
+/// counts the claims that committed since its snapshot. (What it then
+/// claims is locked in its own snapshot, where a job changed since is a
+/// serialization failure, 40001, and a job made since is not there.) The
+/// statement only reads.
+pub fn look<'c>(
+    client: &mut SpiClient<'c>,
+    stmt: &'static Statement,
+    args: (&[&str], &[DatumWithOid<'_>]),
+) -> Rows<'c> {
+    if read_committed() {
+        return run(client, stmt, args);
+    }
+    check_args(stmt, args.0);
+    let plan = look_plan(stmt);
+    let (mut values, mut nulls): (Vec<pg_sys::Datum>, Vec<std::ffi::c_char>) = args
+        .1
+        .iter()
+        .map(|arg| match arg.datum() {
+            Some(datum) => (datum.sans_lifetime(), b' ' as std::ffi::c_char),
+            None => (pg_sys::Datum::from(0usize), b'n' as std::ffi::c_char),
+        })
+        .unzip();
+    // SAFETY: inside an SPI connection (`client`) and a transaction that
+    // has taken its snapshot (the claim's statements ran before), so
+    // GetLatestSnapshot may be called; `plan` was prepared for `stmt`'s
+    // parameters, which `values` and `nulls` hold in order (check_args);
+    // read-only, the statement runs with exactly that snapshot.
+    let status = unsafe {
+        pg_sys::SPI_execute_snapshot(
+            plan,
+            values.as_mut_ptr(),
+            nulls.as_mut_ptr(),
+            pg_sys::GetLatestSnapshot(),
+            std::ptr::null_mut(),
+            true,
+            false,
+            0,
+        )
+    };
+    if status < 0 {
+        QueueError::StatementShape {
+            statement: stmt.file,
+            detail: format!("SPI_execute_snapshot returned {status}"),
+        }
+        .raise();
+    }
+    // SAFETY: the call succeeded, so SPI_tuptable is its result (or NULL
+    // for none), with SPI_processed rows, valid until the connection ends.
+    let (desc, tuples) = unsafe {
+        let table = pg_sys::SPI_tuptable;
+        if table.is_null() {
+            (std::ptr::null_mut(), Vec::new())
+        } else {
+            let rows = (0..pg_sys::SPI_processed as usize)
+                .map(|i| *(*table).vals.add(i))
+                .collect();
+            ((*table).tupdesc, rows)
+        }
+    };
+    let _ = client;
+    Rows {
+        stmt,
+        source: Source::Tuples {
+            desc,
+            tuples: tuples.into_iter(),
+            _connection: std::marker::PhantomData,
+        },
+    }
+}
+
+thread_local! {
+    /// Plans of `look`, by statement text: prepared apart from `PLANS`, whose
+    /// pgrx statements run in the transaction's snapshot. Kept for the life
+    /// of the backend.
+    static LOOK_PLANS: RefCell<HashMap<usize, usize>> = RefCell::new(HashMap::new());
+}
+
+/// The plan of `stmt` for `look`, prepared and kept the first time.
+fn look_plan(stmt: &'static Statement) -> pg_sys::SPIPlanPtr {
+    let key = stmt.sql.as_ptr() as usize;
+    if let Some(found) = LOOK_PLANS.with_borrow(|p| p.get(&key).copied()) {
+        return found as pg_sys::SPIPlanPtr;
+    }
+    let sql = std::ffi::CString::new(stmt.sql).expect("a statement without NUL");
+    let mut types: Vec<Oid> = stmt.types.iter().map(|t| t.value()).collect();
+    // SAFETY: inside an SPI connection; `types` has one type per parameter;
+    // a plan that does not prepare is an error raised by SPI_prepare or
+    // reported as NULL; SPI_keepplan moves it into memory that lives as long
+    // as the backend.
+    let plan = unsafe {
+        let plan = pg_sys::SPI_prepare(sql.as_ptr(), types.len() as i32, types.as_mut_ptr());
+        if plan.is_null() || pg_sys::SPI_keepplan(plan) != 0 {
+            QueueError::StatementShape {
+                statement: stmt.file,
+                detail: "it does not prepare".into(),
+            }
+            .raise();
+        }
+        plan
+    };
+    LOOK_PLANS.with_borrow_mut(|p| p.insert(key, plan as usize));
+    plan
 }
 
 fn check_args(stmt: &'static Statement, names: &[&str]) {
@@ -560,7 +695,8 @@ pub fn forget_with_extension(forget: fn()) {
 pub fn read_committed() -> bool {
     // SAFETY: a plain read of the transaction's isolation level, which
     // PostgreSQL sets at its start.
-    unsafe { pg_sys::XactIsoLevel == pg_sys::XACT_READ_COMMITTED as i32 }
+    // (READ UNCOMMITTED is READ COMMITTED in PostgreSQL)
+    unsafe { pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 }
 }
 
 /// Delivers to this backend's caches the invalidations that other

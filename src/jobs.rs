@@ -40,6 +40,7 @@ pub struct Claimed {
 }
 
 /// What a claim took.
+#[derive(Default)]
 pub struct Claim {
     pub jobs: Vec<Claimed>,
     /// A limit of the queue (docs/groups.md) kept some ready job back.
@@ -47,10 +48,12 @@ pub struct Claim {
 }
 
 /// Claims up to `max_jobs` due jobs of `queue` in claim order, each under a
-/// new lease of `lease_us`, for `worker`, within the queue's limits.
-/// Expired leases come back first; jobs found with no attempt left go to
-/// the dead letters on the way. `bodies`: each job comes with its webhook
-/// request's body.
+/// new lease of `lease_us`, for `worker`, within the queue's order and
+/// limits as they are once the claim holds the queue's rules lock
+/// (catalog::for_claim). Expired leases come back first; jobs found with no
+/// attempt left go to the dead letters on the way. `bodies`: each job comes
+/// with its webhook request's body. Nothing from a queue paused or dropped
+/// meanwhile.
 pub fn claim(
     client: &mut SpiClient<'_>,
     queue: &Queue,
@@ -59,6 +62,11 @@ pub fn claim(
     worker: Option<&str>,
     bodies: bool,
 ) -> Claim {
+    let Some(queue) = catalog::for_claim(client, queue).filter(|q| !q.paused) else {
+        return Claim::default();
+    };
+    let queue = &queue;
+    let group_counted = queue.limits.ordered || queue.limits.group_max_in_flight.is_some();
     let mut now = crate::time::now_us();
     chores(client, queue, max_jobs, now);
 
@@ -76,6 +84,7 @@ pub fn claim(
             lease_until = expires,
             worker = worker,
             body_queue = bodies.then_some(queue.name.as_str()),
+            group_counted = group_counted,
             ids = ids,
         ];
         // (claim_next.sql has no `ids`)
@@ -112,8 +121,8 @@ pub fn claim(
     };
 
     // (an ordered queue whose limits count nothing claims from the front of
-    // the claim order in one statement, ordered_heads.sql)
-    let turn = limits::counted(&queue.limits).then(|| limits::take_turn(queue, max_jobs));
+    // the claim order in one statement, ordered_heads.sql, in READ COMMITTED)
+    let turn = limits::takes_turn(&queue.limits).then(|| limits::take_turn(queue, max_jobs));
     if turn.is_some() {
         // (a claim that counts reads the clock once it has its turn: the
         // claims before it, which it may have waited for, are then all
@@ -259,11 +268,10 @@ pub struct Locked {
 /// chores come first, as for `claim`; jobs found with no attempt left go to
 /// the dead letters.
 pub fn lock_next(client: &mut SpiClient<'_>, queue: &Queue, max_jobs: usize) -> Vec<Locked> {
-    if queue.limits.ordered {
-        // (before the look's snapshot: a retry of an older job of a group
-        // committed by then is seen, one after waits for the batch)
-        catalog::lock_retries(queue.id, false);
-    }
+    // (before the look's snapshot: a change of the rules, or a retry of an
+    // older job of a group, committed by then is seen; one after waits for
+    // the batch. The caller read `queue` under this lock: batches.rs)
+    catalog::lock_rules(queue.id, false);
     let now = crate::time::now_us();
     chores(client, queue, max_jobs, now);
     let mut exhausted = Vec::new();
@@ -357,31 +365,56 @@ pub fn bury(client: &mut SpiClient<'_>, ids: Vec<i64>, now: i64, error: Option<&
     }
 }
 
-/// Completes every (id, lease) pair whose lease is held; returns their ids,
-/// ascending.
-pub fn complete(client: &mut SpiClient<'_>, ids: Vec<i64>, leases: Vec<Uuid>) -> Vec<i64> {
+/// A job that ended, and its queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ended {
+    pub id: i64,
+    pub queue_id: i32,
+}
+
+/// The jobs a statement ended (into_history.sql's rows), by id.
+fn ended(rows: db::Rows<'_>) -> Vec<Ended> {
+    let mut ended: Vec<Ended> = rows
+        .map(|r| Ended {
+            id: r.value("id"),
+            queue_id: r.value("queue_id"),
+        })
+        .collect();
+    ended.sort_unstable();
+    ended
+}
+
+/// Completes every (id, lease) pair whose lease is held; returns them,
+/// ascending by id.
+pub fn complete(client: &mut SpiClient<'_>, ids: Vec<i64>, leases: Vec<Uuid>) -> Vec<Ended> {
     let now = db::timestamp(crate::time::now_us());
-    let rows = db::run(
+    ended(db::run(
         client,
         &queries::COMPLETE,
         args![ids = ids, at = now, status = "succeeded", leases = leases],
-    );
-    let mut done: Vec<i64> = rows.map(|r| r.value::<i64>("id")).collect();
-    done.sort_unstable();
-    done
+    ))
 }
 
-/// Jobs the caller has locked end `succeeded`; returns their ids, ascending.
-pub fn succeed(client: &mut SpiClient<'_>, ids: Vec<i64>) -> Vec<i64> {
+/// Jobs the caller has locked end `succeeded`; returns them, ascending by
+/// id.
+pub fn succeed(client: &mut SpiClient<'_>, ids: Vec<i64>) -> Vec<Ended> {
     let now = db::timestamp(crate::time::now_us());
-    let rows = db::run(
+    ended(db::run(
         client,
         &queries::FINISH,
         args![ids = ids, at = now, status = "succeeded"],
-    );
-    let mut done: Vec<i64> = rows.map(|r| r.value::<i64>("id")).collect();
-    done.sort_unstable();
-    done
+    ))
+}
+
+/// Jobs `ids` end `cancelled` unless they have ended already (a cancel
+/// waits for whoever holds one); returns those it ended.
+pub fn cancel(client: &mut SpiClient<'_>, ids: Vec<i64>) -> Vec<Ended> {
+    let now = db::timestamp(crate::time::now_us());
+    ended(db::run(
+        client,
+        &queries::FINISH,
+        args![ids = ids, at = now, status = "cancelled"],
+    ))
 }
 
 /// Jobs locked by `lock_next` and delivered by `worker` end `succeeded`,

@@ -6,6 +6,7 @@
 
 use pgrx::prelude::*;
 
+mod announce;
 mod api;
 mod catalog;
 mod complete_one;

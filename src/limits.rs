@@ -8,14 +8,19 @@
 //! it: with limits of the queue as a whole, it reserves what it may take
 //! and runs beside the others (reservations.rs); with a limit per group,
 //! it runs alone under the queue's claim lock, seeing what the last one
-//! took. An ordered queue needs no count and no lock: only a group's
-//! oldest unfinished job may be claimed, while none of its group is in
-//! flight, one row, which `FOR UPDATE SKIP LOCKED` hands to one claimer;
-//! without limits that count it claims in one statement
-//! (ordered_heads.sql), which looks at the front of the claim order
-//! only; when that comes back short, or a claim with limits found too few
-//! in the first jobs it read and in a second, longer read, what may go is
-//! found group by group (`group_firsts`).
+//! took. An ordered queue needs no count: only a group's oldest unfinished
+//! job may be claimed, while none of its group is in flight, one row, which
+//! `FOR UPDATE SKIP LOCKED` hands to one claimer; without limits that count
+//! it claims in one statement (ordered_heads.sql), which looks at the front
+//! of the claim order only; when that comes back short, or a claim with
+//! limits found too few in the first jobs it read and in a second, longer
+//! read, what may go is found group by group (`group_firsts`).
+//!
+//! Every claim first takes the queue's rules lock (catalog::lock_rules),
+//! which a change of the order or limits, and a retry that makes a group's
+//! head, wait for. What a claim counts and chooses it reads as committed
+//! now (db::look), also in a transaction with one snapshot for all its
+//! statements, which would otherwise miss the claims committed since.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -48,6 +53,15 @@ pub fn counted(limits: &Limits) -> bool {
         || limits.group_max_in_flight.is_some()
         || limits.rate.is_some()
         || limits.group_rate.is_some()
+}
+
+/// Whether a claim of a queue with these rules takes its turn and chooses
+/// its jobs first (`take_turn`, `choose`): when its limits count, and for
+/// an ordered queue in a transaction that does not read each statement in
+/// a fresh snapshot, whose heads are then found as committed now
+/// (db::look) rather than in its snapshot.
+pub fn takes_turn(limits: &Limits) -> bool {
+    counted(limits) || (limits.ordered && !db::read_committed())
 }
 
 /// How a claim of a queue whose limits count sees the others.
@@ -184,7 +198,7 @@ pub fn choose(
     for look in looks {
         let (candidates, read_all): (Vec<(i64, Option<String>, bool)>, bool) = match look {
             Look::Read(scan) => {
-                let candidates: Vec<_> = db::run(
+                let candidates: Vec<_> = db::look(
                     client,
                     &queries::CLAIM_CANDIDATES,
                     args![
@@ -282,7 +296,7 @@ pub fn group_firsts(
     per_group: Option<i64>,
 ) -> Vec<(i64, Option<String>)> {
     let per_group = per_group.unwrap_or(1).clamp(1, i64::from(i32::MAX)) as i32;
-    db::run(
+    db::look(
         client,
         &queries::GROUP_FIRSTS,
         args![
@@ -373,7 +387,7 @@ pub fn turn_to_claim_again(
     if room > 0 {
         return Ok(Some(turn));
     }
-    let frees_at = db::run(
+    let frees_at = db::look(
         client,
         &queries::RATE_FREES,
         args![queue_id = queue.id, at = db::timestamp(now), group = group],
@@ -463,7 +477,7 @@ fn sweep(client: &mut SpiClient<'_>, queue: &Queue, now: i64) {
 
 /// Jobs in flight: of the queue (None) and of each of `groups`.
 fn in_flight(client: &mut SpiClient<'_>, queue_id: i32, groups: Vec<String>) -> Counts {
-    db::run(
+    db::look(
         client,
         &queries::IN_FLIGHT,
         args![queue_id = queue_id, groups = groups],
@@ -476,7 +490,7 @@ fn in_flight(client: &mut SpiClient<'_>, queue_id: i32, groups: Vec<String>) -> 
 /// and of each of `groups`.
 fn rate_used(client: &mut SpiClient<'_>, queue: &Queue, now: i64, groups: Vec<String>) -> Counts {
     let since = |rate: Option<(i32, i64)>| db::timestamp(now - rate.map_or(0, |(_, w)| w));
-    db::run(
+    db::look(
         client,
         &queries::RATE_USED,
         args![

@@ -73,18 +73,19 @@ statements! {
     TAKE_BACK = "take_back.sql" (queue_id: INT4OID, now: TIMESTAMPTZOID, limit: INT4OID,
         max_attempts: INT4OID) -> (id, exhausted);
     CLAIM = "claim_set.sql" + "claim_next.sql" + "claim_returning.sql" (queue_id: INT4OID, limit: INT4OID,
-        max_attempts: INT4OID, lease_until: TIMESTAMPTZOID, worker: TEXTOID, body_queue: TEXTOID)
+        max_attempts: INT4OID, lease_until: TIMESTAMPTZOID, worker: TEXTOID, body_queue: TEXTOID,
+        group_counted: BOOLOID)
         -> (id, state, payload, headers, attempts, enqueued_at, lease, lease_expires_at,
             priority, run_at, turn, webhook_id, body, group_key);
     CLAIM_ORDERED = "claim_set.sql" + "ordered_front.sql" + "claim_heads.sql" + "ordered_heads.sql"
         + "claim_returning.sql"
         (queue_id: INT4OID, limit: INT4OID, max_attempts: INT4OID, lease_until: TIMESTAMPTZOID,
-        worker: TEXTOID, body_queue: TEXTOID)
+        worker: TEXTOID, body_queue: TEXTOID, group_counted: BOOLOID)
         -> (id, state, payload, headers, attempts, enqueued_at, lease, lease_expires_at,
             priority, run_at, turn, webhook_id, body, group_key);
     CLAIM_IDS = "claim_set.sql" + "claim_ids.sql" + "claim_returning.sql" (queue_id: INT4OID, limit: INT4OID,
         max_attempts: INT4OID, lease_until: TIMESTAMPTZOID, worker: TEXTOID, body_queue: TEXTOID,
-        ids: INT8ARRAYOID)
+        group_counted: BOOLOID, ids: INT8ARRAYOID)
         -> (id, state, payload, headers, attempts, enqueued_at, lease, lease_expires_at,
             priority, run_at, turn, webhook_id, body, group_key);
     CLAIM_CANDIDATES = "claim_candidates.sql" (queue_id: INT4OID, limit: INT4OID,
@@ -99,11 +100,11 @@ statements! {
         jobs: INT4ARRAYOID) -> ();
     RATE_SWEEP = "rate_sweep.sql" (queue_id: INT4OID, before: TIMESTAMPTZOID) -> ();
     COMPLETE = "complete.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
-        status: TEXTOID, leases: UUIDARRAYOID) -> (id);
+        status: TEXTOID, leases: UUIDARRAYOID) -> (id, queue_id);
     FINISH = "finish.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
-        status: TEXTOID) -> (id);
+        status: TEXTOID) -> (id, queue_id);
     FINISH_LOCKED = "finish_locked.sql" + "into_history.sql" (ids: INT8ARRAYOID,
-        at: TIMESTAMPTZOID, status: TEXTOID, worker: TEXTOID) -> (id);
+        at: TIMESTAMPTZOID, status: TEXTOID, worker: TEXTOID) -> (id, queue_id);
     FAIL_LOCK = "fail_lock.sql" (id: INT8OID, lease: UUIDOID)
         -> (attempts, max_attempts, backoff, retry_delay, max_retry_delay, has_sender, queue_id);
     FAIL_RETRY = "fail_retry.sql" (id: INT8OID, run_at: TIMESTAMPTZOID, state: TEXTOID,

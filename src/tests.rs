@@ -360,7 +360,7 @@ mod tests {
         ));
         assert_index_driven(
             &queries::CLAIM,
-            &format!("{queue}, 10, 5, now() + interval '1 hour', 'test', 't.scan'"),
+            &format!("{queue}, 10, 5, now() + interval '1 hour', 'test', 't.scan', false"),
             10,
         );
         assert_index_driven(

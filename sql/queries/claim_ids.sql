@@ -1,5 +1,5 @@
--- (claim_set.sql) The jobs $7, those still ready: a claim that holds to
+-- (claim_set.sql) The jobs $8, those still ready: a claim that holds to
 -- its queue's limits chose them (jobs.rs). ($2 is not used.)
            SELECT id FROM queue_live
-            WHERE id = ANY ($7) AND queue_id = $1 AND state = 'ready' AND $2 > 0
+            WHERE id = ANY ($8) AND queue_id = $1 AND state = 'ready' AND $2 > 0
             FOR UPDATE SKIP LOCKED

@@ -1,7 +1,8 @@
 -- Claims up to $2 ready jobs of queue $1, in claim order (fair turns
 -- between groups: docs/groups.md), each with a new lease until $4, for
--- worker $5. A job with no attempt left of $3 (its last lease expired, or
--- max_attempts was lowered) is locked but not claimed: it comes back still
+-- worker $5 ($7: whether the queue counts a group's jobs in flight). A job
+-- with no attempt left of $3 (its last lease expired, or max_attempts was
+-- lowered) is locked but not claimed: it comes back still
 -- 'ready', for the caller to move to the dead letters. With $6, the name
 -- of a webhook queue, each job comes with its request body: the job object
 -- a SQL sender gets (deliver_lock.sql), as JSON text, built here rather
@@ -23,10 +24,8 @@ UPDATE queue_live l
        lease_expires_at = CASE WHEN l.attempts >= $3 THEN l.lease_expires_at ELSE $4 END,
        worker = CASE WHEN l.attempts >= $3 THEN l.worker ELSE $5 END,
        -- (queue_live_group_busy: only an ordered queue or one with
-       -- group_max_in_flight counts a group's jobs in flight, as of this
-       -- statement's snapshot)
+       -- group_max_in_flight counts a group's jobs in flight, $7, as the
+       -- claim read the queue's options under its rules lock: catalog.rs)
        group_counted = CASE WHEN l.attempts >= $3 THEN l.group_counted
-                            ELSE l.group_key IS NOT NULL
-                                 AND (SELECT q.ordered OR q.group_max_in_flight IS NOT NULL
-                                        FROM queue_queues q WHERE q.id = $1) END
+                            ELSE l.group_key IS NOT NULL AND $7 END
  WHERE l.id = ANY (ARRAY(

@@ -6,7 +6,11 @@
 -- in enqueue_batch.sql.
 WITH r AS MATERIALIZED (
     -- (once for the statement)
-    SELECT pg_catalog.left(pg_catalog.replace(gen_random_uuid()::text, '-', ''), 16) AS prefix
+    -- (96 random bits: a uuid's 32 hexadecimal digits less its version,
+    -- 13th, and its variant, 17th, which carry none)
+    SELECT pg_catalog.substr(u, 1, 12) || pg_catalog.substr(u, 14, 3) || pg_catalog.substr(u, 18, 9)
+               AS prefix
+      FROM (SELECT pg_catalog.replace(gen_random_uuid()::text, '-', '') AS u) g
 ), front AS (
     SELECT CASE WHEN $7::text[] IS NOT NULL THEN
                coalesce((SELECT r.turn FROM queue_live r
@@ -35,7 +39,7 @@ WITH r AS MATERIALIZED (
                             group_key, dedup_key, turn, turn_safe, uid)
     SELECT (g.last_value % 2)::smallint, q.id, $3, nextval('queue_job_id_seq'), $4, $6, $5,
            i.payload, i.group_key, i.dedup_key, i.turn, i.turn_safe,
-           (r.prefix || pg_catalog.lpad(pg_catalog.to_hex(i.ord), 16, '0'))::uuid
+           (r.prefix || pg_catalog.lpad(pg_catalog.to_hex(i.ord), 8, '0'))::uuid
       FROM queue_queues q, queue_live_generation g, input i, r
      WHERE q.id = $1
      ORDER BY i.ord

@@ -1,7 +1,7 @@
 -- The end of complete.sql and finish.sql: the jobs `gone` from queue_live
 -- end with status $3 at $2 and are tallied for queue_stats; they go into
 -- history for their queue's retention, unless it is 0 (nothing to keep:
--- no history row is written at all). Returns their ids.
+-- no history row is written at all). Returns their ids and queues.
 ended AS (
     SELECT g.*, $2 + queue_kept_for(q.retention) AS expires,
            q.retention > interval '0' AS kept
@@ -31,4 +31,4 @@ done AS (
             SELECT queue_id, -1 FROM ended WHERE NOT kept) t
      GROUP BY queue_id, slot
 )
-SELECT id FROM ended
+SELECT id, queue_id FROM ended

@@ -4,6 +4,7 @@ use pgrx::datum::{Interval, Uuid};
 use pgrx::prelude::*;
 
 use super::duration;
+use crate::announce;
 use crate::catalog;
 use crate::complete_one;
 use crate::db::{self, args};
@@ -13,7 +14,6 @@ use crate::jsonb::Jsonb;
 use crate::policy::add_delay;
 use crate::queries;
 use crate::rules::{self, at_least_zero, positive};
-use crate::worker::{waiters, wake};
 
 // (the column names live in the signature, where pgrx reads them)
 #[allow(clippy::type_complexity)]
@@ -80,13 +80,19 @@ fn queue_claim(
 fn queue_complete(id: Option<i64>, lease: Option<Uuid>) -> bool {
     let id = required(id, "id");
     let lease = required(lease, "lease");
-    let done = match complete_one::complete(id, lease) {
-        Some(done) => done,
-        None => !db::with_tables(|client| jobs::complete(client, vec![id], vec![lease])).is_empty(),
+    let ended = match complete_one::complete(id, lease) {
+        complete_one::Outcome::Completed { queue_id } => Some(queue_id),
+        complete_one::Outcome::NotHeld => None,
+        complete_one::Outcome::UseStatement => {
+            db::with_tables(|client| jobs::complete(client, vec![id], vec![lease]))
+                .first()
+                .map(|job| job.queue_id)
+        }
     };
-    // (a limit or an ordered group may let another job go)
-    waiters::note_finished(usize::from(done));
-    done
+    if let Some(queue_id) = ended {
+        announce::jobs_ended(queue_id, 1);
+    }
+    ended.is_some()
 }
 
 /// The elements of a required array argument, none of them NULL.
@@ -129,8 +135,8 @@ fn queue_complete_batch(
     } else {
         db::with_tables(|client| jobs::complete(client, ids, leases))
     };
-    waiters::note_finished(done.len());
-    SetOfIterator::new(done)
+    announce::ended(&done);
+    SetOfIterator::new(done.into_iter().map(|job| job.id).collect::<Vec<_>>())
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -153,11 +159,7 @@ fn queue_fail(
     let failed = db::with_tables(|client| {
         jobs::fail(client, id, lease, error, retry_in_us, permanent, false)
     })?;
-    wake::on_commit(failed.wake);
-    waiters::note_finished(1);
-    if let (Some(at), false) = (failed.retry_at, failed.wake) {
-        waiters::note_due(failed.queue_id, 1, at);
-    }
+    announce::attempt_failed(&failed);
     Some(failed.status)
 }
 

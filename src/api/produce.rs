@@ -7,6 +7,7 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 
 use super::duration;
+use crate::announce;
 use crate::catalog::{self, Queue};
 use crate::db::{self, args};
 use crate::errors::{required, OrRaise, QueueError};
@@ -14,7 +15,6 @@ use crate::jsonb::{Jsonb, JsonbArray};
 use crate::policy::{add_delay, TIMESTAMP_END_US};
 use crate::queries;
 use crate::rules::{self, at_least_zero};
-use crate::worker::{waiters, wake};
 
 /// When a new job falls due, and the state that says so. `run_at` wins over
 /// `delay`.
@@ -110,10 +110,7 @@ fn queue_enqueue(
         );
         let ids = rows.map(|r| r.value::<i64>("id")).collect();
         let id = inserted(ids, name)[0];
-        wake::on_commit(queue.sender.is_some());
-        if queue.sender.is_none() {
-            waiters::note_due(queue.id, 1, due);
-        }
+        announce::work_due(queue.id, queue.sender.is_some(), 1, due);
         id
     })
 }
@@ -206,10 +203,7 @@ fn queue_enqueue_batch(
         if new.len() + taken.len() != shape.len {
             inserted(Vec::new(), name);
         }
-        wake::on_commit(queue.sender.is_some() && !new.is_empty());
-        if queue.sender.is_none() {
-            waiters::note_due(queue.id, new.len(), due);
-        }
+        announce::work_due(queue.id, queue.sender.is_some(), new.len(), due);
         in_input_order(new, taken, shape.len)
     });
     SetOfIterator::new(ids)

@@ -4,12 +4,12 @@ use pgrx::datum::{DatumWithOid, Interval};
 use pgrx::prelude::*;
 
 use super::duration;
+use crate::announce;
 use crate::catalog;
 use crate::db::{self, args};
 use crate::errors::{required, OrRaise, QueueError};
 use crate::queries;
 use crate::rules::{self, at_least_zero, positive};
-use crate::worker::{waiters, wake};
 
 /// Runs `f` on the queue named `name`, which the calling role must own to
 /// `action` it.
@@ -83,6 +83,15 @@ fn parse_interval(text: &str) -> Option<Interval> {
 }
 
 impl Options<'_> {
+    /// Whether it sets the order or a limit: what claims follow.
+    fn changes_rules(&self) -> bool {
+        self.ordered.is_some()
+            || self.max_in_flight.is_some()
+            || self.group_max_in_flight.is_some()
+            || self.rate_limit.is_some()
+            || self.group_rate_limit.is_some()
+    }
+
     fn check(&self) -> Result<(), QueueError> {
         for (option, value) in [
             ("max_in_flight", self.max_in_flight),
@@ -236,14 +245,18 @@ fn queue_alter(
     rules::check_name(name).or_raise();
     options.check().or_raise();
     with_owned_queue(name, "alter", |client, queue| {
+        if options.changes_rules() {
+            // (waits for the claims under way, which took jobs under the
+            // old rules; those after it follow the new ones: catalog.rs)
+            catalog::lock_rules(queue.id, true);
+        }
         options.run(
             client,
             &queries::ALTER_QUEUE,
             vec![("queue_id", queue.id.into())],
         );
         // (a limit raised or removed lets held jobs go)
-        wake::on_commit(queue.sender.is_some());
-        waiters::note_all(queue.id);
+        announce::queue_changed(queue.id, queue.sender.is_some());
     })
 }
 
@@ -267,7 +280,7 @@ fn queue_drop(queue: Option<&str>, force: default!(Option<bool>, false)) -> bool
         .expect("one row");
         let dropped: i64 = row.value("dropped");
         // (its waiters learn that it is gone)
-        waiters::note_all(queue.id);
+        announce::queue_dropped(queue.id);
         let unfinished: i64 = row.value("unfinished");
         let schedules: i64 = row.value("schedules");
         if dropped == 0 && schedules > 0 {
@@ -300,8 +313,7 @@ fn set_paused(queue: Option<&str>, paused: bool) {
             args![queue_id = queue.id, paused = paused],
         );
         if !paused {
-            wake::on_commit(queue.sender.is_some());
-            waiters::note_all(queue.id);
+            announce::queue_changed(queue.id, queue.sender.is_some());
         }
     })
 }
@@ -322,13 +334,18 @@ fn queue_purge(queue: Option<&str>, status: default!(Option<&str>, "NULL")) -> i
     rules::check_name(name).or_raise();
     let status = status.map(|s| rules::check_status(s).or_raise());
     with_owned_queue(name, "purge", |client, queue| {
-        db::run(
+        let purged = db::run(
             client,
             &queries::PURGE,
             args![queue_id = queue.id, status = status],
         )
         .first()
         .expect("one row")
-        .value::<i64>("purged")
+        .value::<i64>("purged");
+        // (jobs purged in flight or first in their group let others go)
+        if status.is_none_or(|s| s == "pending" || s == "processing") {
+            announce::jobs_ended(queue.id, purged as usize);
+        }
+        purged
     })
 }

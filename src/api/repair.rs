@@ -3,11 +3,12 @@
 
 use pgrx::prelude::*;
 
+use crate::announce;
 use crate::catalog;
 use crate::db::{self, args};
 use crate::errors::required;
+use crate::jobs;
 use crate::queries;
-use crate::worker::{waiters, wake};
 
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_retry(id: Option<i64>) -> bool {
@@ -24,14 +25,15 @@ fn queue_retry(id: Option<i64>) -> bool {
         // The locks of an enqueue: the queue is not dropped meanwhile, and
         // no other job with the key is enqueued meanwhile.
         catalog::lock_queue(queue_id, false);
-        // (an ordered queue with a sender: a worker's batch may be
-        // delivering a later job of the group in one transaction, its head
-        // until then; consumers, which claim only from a queue without
-        // one, commit their claims first. Taken before the dedup key's
-        // lock, which a sender's enqueue in such a batch may want.)
+        // (a job of a group put back into an ordered queue becomes its
+        // group's head: it waits for the claims and batches under way,
+        // which may have taken a later job of the group without seeing it,
+        // and those after it see it (catalog::lock_rules). Taken before
+        // the dedup key's lock, which a sender's enqueue in such a batch
+        // may want.)
         let grouped = row.get::<String>("group_key").is_some();
-        if grouped && pushed && row.get::<bool>("ordered").unwrap_or(false) {
-            catalog::lock_retries(queue_id, true);
+        if grouped && row.get::<bool>("ordered").unwrap_or(false) {
+            catalog::lock_rules(queue_id, true);
         }
         if let Some(key) = key {
             catalog::lock_dedup_key(queue_id, &key);
@@ -46,10 +48,7 @@ fn queue_retry(id: Option<i64>) -> bool {
         }
         let retried = !db::run(client, &queries::RETRY, args![id = id, run_at = now]).is_empty();
         if retried {
-            wake::on_commit(pushed);
-            if !pushed {
-                waiters::note_due(queue_id, 1, crate::time::now_us());
-            }
+            announce::work_due(queue_id, pushed, 1, crate::time::now_us());
         }
         retried
     })
@@ -58,16 +57,8 @@ fn queue_retry(id: Option<i64>) -> bool {
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_cancel(id: Option<i64>) -> bool {
     let id = required(id, "id");
-    let now = db::timestamp(crate::time::now_us());
-    db::with_tables(|client| {
-        let ended = db::run(
-            client,
-            &queries::FINISH,
-            args![ids = vec![id], at = now, status = "cancelled"],
-        );
-        let cancelled = !ended.is_empty();
-        // (a cancelled job may free a limit or its ordered group)
-        waiters::note_finished(usize::from(cancelled));
-        cancelled
-    })
+    let cancelled = db::with_tables(|client| jobs::cancel(client, vec![id]));
+    // (a cancelled job may free a limit or its ordered group)
+    announce::ended(&cancelled);
+    !cancelled.is_empty()
 }

@@ -3,6 +3,7 @@
 
 use pgrx::prelude::*;
 
+use crate::announce;
 use crate::catalog;
 use crate::db::{self, args};
 use crate::errors::{self, required, OrRaise, QueueError};
@@ -11,7 +12,7 @@ use crate::queries;
 use crate::rules;
 use crate::schedules::plan::CatchUp;
 use crate::schedules::{cron, fire, ticks};
-use crate::worker::{shared, waiters, wake};
+use crate::worker::shared;
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[allow(clippy::too_many_arguments)]
@@ -88,7 +89,7 @@ fn queue_schedule(
             ],
         );
     });
-    wake::schedules_changed_at_commit();
+    announce::schedules_changed();
     if !shared::available() {
         errors::warn_schedules_without_preload();
     }
@@ -112,7 +113,7 @@ fn queue_unschedule(name: Option<&str>) -> bool {
         !db::run(client, &queries::SCHEDULE_DELETE, args![name = name]).is_empty()
     });
     if removed {
-        wake::schedules_changed_at_commit();
+        announce::schedules_changed();
     }
     removed
 }
@@ -121,20 +122,16 @@ fn queue_unschedule(name: Option<&str>) -> bool {
 fn queue_run_schedule(name: Option<&str>) -> i64 {
     let name = required(name, "name");
     let caller = db::calling_role();
-    let (id, pushed) = db::with_tables(|client| {
+    db::with_tables(|client| {
         let locked = fire::lock(client, name).unwrap_or_else(|| undefined(name));
         catalog::require(client, &locked.queue)
             .or_raise()
             .check_owner(caller, "run a schedule of")
             .or_raise();
         let id = fire::run_now(client, name, &locked, crate::time::now_us());
-        if !locked.pushed {
-            waiters::note_due(locked.queue_id, 1, crate::time::now_us());
-        }
-        (id, locked.pushed)
-    });
-    wake::on_commit(pushed);
-    id
+        announce::work_due(locked.queue_id, locked.pushed, 1, crate::time::now_us());
+        id
+    })
 }
 
 fn undefined(name: &str) -> ! {

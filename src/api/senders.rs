@@ -4,13 +4,14 @@
 use pgrx::pg_sys::Oid;
 use pgrx::prelude::*;
 
+use crate::announce;
 use crate::db::{self, args};
 use crate::errors::{self, required, OrRaise};
 use crate::queries;
 use crate::regprocedure::Regprocedure;
 use crate::rules;
 use crate::senders::{self, Refusal};
-use crate::worker::{shared, waiters, wake};
+use crate::worker::shared;
 
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_register_sender(
@@ -43,9 +44,8 @@ fn queue_register_sender(
             ],
         );
         // (its waiters learn that it is no longer pulled)
-        waiters::note_all(queue.id);
+        announce::queue_changed(queue.id, true);
     });
-    wake::on_commit(true);
     if !shared::available() {
         errors::warn_without_preload();
     }

@@ -174,6 +174,7 @@ fn wait_connected(name: &str, timeout_us: i64) -> bool {
     let registration = waiters::register(database, queue_id)
         .unwrap_or_else(|| QueueError::WaitWithoutPreload.raise());
     let ready = 'wait: loop {
+        registration.before_look();
         let found = in_own_transaction(|| look(name));
         if found.queue_id != queue_id {
             // dropped and made again under the same name meanwhile

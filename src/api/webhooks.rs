@@ -6,13 +6,14 @@ use pgrx::prelude::*;
 use pgrx::JsonB;
 
 use super::duration;
+use crate::announce;
 use crate::db::{self, args};
 use crate::errors::{self, required, OrRaise, QueueError};
 use crate::gucs;
 use crate::queries;
 use crate::rules;
 use crate::webhooks::{allow, sign};
-use crate::worker::{shared, waiters, wake};
+use crate::worker::shared;
 
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_register_webhook(
@@ -64,9 +65,8 @@ fn queue_register_webhook(
             ],
         );
         // (its waiters learn that it is no longer pulled)
-        waiters::note_all(queue.id);
+        announce::queue_changed(queue.id, true);
     });
-    wake::on_commit(true);
     if !shared::available() {
         errors::warn_without_preload();
     }
@@ -97,4 +97,12 @@ fn check_url(url: &str) -> Result<url::Url, QueueError> {
             url: url.split(['?', '#']).next().unwrap_or("").to_string(),
         }),
     }
+}
+
+/// A registered URL as views show it (allow::shown), for the update script
+/// from 0.3.0, which shows the webhooks registered before so too; not part
+/// of the SQL API (no SQL is made for it).
+#[pg_extern(sql = false, immutable, parallel_safe)]
+fn queue_webhook_shown(url: &str) -> String {
+    url::Url::parse(url).map_or_else(|_| String::new(), |u| allow::shown(&u))
 }

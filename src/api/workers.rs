@@ -5,9 +5,9 @@ use pgrx::datum::TimestampWithTimeZone;
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
+use crate::announce;
 use crate::errors;
 use crate::worker::shared::{self, SHARED};
-use crate::worker::wake;
 use std::sync::atomic::Ordering;
 
 type WorkerRow = (
@@ -135,7 +135,7 @@ fn database_name(oid: Oid) -> Option<String> {
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_register_database() {
     if shared::available() {
-        wake::ask_at_commit(wake::Ask::Worker);
+        announce::extension_created();
     } else {
         errors::warn_without_preload();
     }

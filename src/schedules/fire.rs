@@ -15,6 +15,7 @@ use super::{cron, ticks};
 use crate::catalog;
 use crate::db::{self, args};
 use crate::queries;
+use crate::worker::shared;
 
 /// Fires every schedule with a tick due at `now`; returns how many jobs it
 /// enqueued into each queue (queue id, jobs).
@@ -74,7 +75,7 @@ fn fire_one(client: &mut SpiClient<'_>, name: &str, queue_id: i32, now: i64) -> 
         advance(client, name, None, None, None, 0, 0);
         return 0;
     };
-    let floor = missed_before.max(server_start());
+    let floor = missed_before.max(serving_since());
     let plan = plan::plan(&pattern, tz, first, now, floor, catch_up);
     let mut skipped = plan.skipped;
     let mut runs = 0;
@@ -218,10 +219,20 @@ fn advance(
     );
 }
 
-/// When the server started: ticks before it were missed (API.md,
-/// catch_up), not late.
-fn server_start() -> i64 {
+/// When this server began to fire ticks: its start, or its promotion from
+/// a standby, or the end of its crash recovery (the launcher's first start
+/// since, worker/shared.rs). Ticks before it were missed (API.md, catch_up),
+/// not late: a failover's downtime counts as the server being down.
+fn serving_since() -> i64 {
     // SAFETY: PgStartTime is set by the postmaster before any backend or
     // worker starts, and never changes after.
-    unsafe { pg_sys::PgStartTime }
+    let started = unsafe { pg_sys::PgStartTime };
+    if !shared::available() {
+        return started;
+    }
+    let launcher = shared::SHARED
+        .share()
+        .serving_since
+        .load(std::sync::atomic::Ordering::Relaxed);
+    started.max(launcher)
 }

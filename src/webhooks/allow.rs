@@ -78,13 +78,35 @@ fn is_internal(address: IpAddr) -> bool {
     }
 }
 
-/// The URL as views and messages show it: without its query string and
-/// fragment (they may carry a token).
+/// The URL as views and messages show it: its scheme, host and port, and
+/// its path up to the first segment that is not a plain word (`word`),
+/// then `…`; never its query string or fragment. Many endpoints keep their
+/// secret in the path (Slack's `/services/T000/B000/XXXX`, Discord's
+/// `/api/webhooks/<id>/<token>`), others in the query.
 pub fn shown(url: &Url) -> String {
     let mut shown = url.clone();
     shown.set_query(None);
     shown.set_fragment(None);
+    let segments: Vec<&str> = url.path_segments().map_or(Vec::new(), Iterator::collect);
+    let plain = segments.iter().take_while(|s| word(s)).count();
+    if plain < segments.len() && !(plain + 1 == segments.len() && segments[plain].is_empty()) {
+        let mut path: String = segments[..plain].iter().map(|s| format!("/{s}")).collect();
+        path.push_str("/\u{2026}");
+        shown.set_path(&path);
+        // (set_path would percent-encode the ellipsis)
+        let text = shown.to_string();
+        return text.replace("/%E2%80%A6", "/\u{2026}");
+    }
     shown.to_string()
+}
+
+/// A path segment that is shown: 1 to 24 lowercase letters, `-`, `_` and
+/// `.` (tokens and ids carry digits, capitals or escapes).
+fn word(segment: &str) -> bool {
+    (1..=24).contains(&segment.len())
+        && segment
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 #[cfg(test)]
@@ -97,6 +119,49 @@ mod tests {
 
     fn allowed(list: &str, target: &str) -> bool {
         allows(&parse(list).unwrap(), &url(target))
+    }
+
+    #[test]
+    fn a_shown_url_hides_what_may_be_secret() {
+        let cases = [
+            (
+                "https://hooks.slack.com/services/T000/B000/XXXX",
+                "https://hooks.slack.com/services/\u{2026}",
+            ),
+            (
+                "https://discord.com/api/webhooks/123/abc",
+                "https://discord.com/api/webhooks/\u{2026}",
+            ),
+            (
+                "https://hooks.zapier.com/hooks/catch/123/abcdef/",
+                "https://hooks.zapier.com/hooks/catch/\u{2026}",
+            ),
+            (
+                "https://api.example.com/hooks/orders?sig=1#x",
+                "https://api.example.com/hooks/orders",
+            ),
+            (
+                "https://api.example.com/hooks/orders/",
+                "https://api.example.com/hooks/orders/",
+            ),
+            ("http://127.0.0.1:8080/", "http://127.0.0.1:8080/"),
+            ("http://127.0.0.1:8080", "http://127.0.0.1:8080/"),
+            (
+                "https://example.com/in/Orders",
+                "https://example.com/in/\u{2026}",
+            ),
+            (
+                "https://example.com/a%20b/c",
+                "https://example.com/\u{2026}",
+            ),
+            (
+                "https://example.com/abcdefghijklmnopqrstuvwxy/c",
+                "https://example.com/\u{2026}",
+            ),
+        ];
+        for (given, expected) in cases {
+            assert_eq!(shown(&url(given)), expected, "{given}");
+        }
     }
 
     #[test]

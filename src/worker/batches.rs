@@ -48,8 +48,11 @@ impl Tally {
 /// it, if the worker is to deliver it: none when it is gone, paused or no
 /// longer delivered.
 pub fn queue_for_worker(client: &mut SpiClient<'_>, queue_id: i32, name: &str) -> Option<Queue> {
-    // (the round's sender_queues.sql cached it: no statement, unless a
-    // change to a queue made this backend forget it since)
+    // (its rules as a batch in this transaction must follow them: under the
+    // rules lock, which a change waits for; the round's sender_queues.sql
+    // cached it: no statement, unless a change to a queue made this backend
+    // forget it since)
+    catalog::lock_rules(queue_id, false);
     let found = catalog::by_id(client, queue_id)?;
     (found.name == name && !found.paused && found.sender.is_some()).then_some(found)
 }
@@ -65,7 +68,7 @@ pub fn queue_for_worker(client: &mut SpiClient<'_>, queue_id: i32, name: &str) -
 /// commits; None when its claim must commit first.
 pub fn taken_in_one(queue: &Queue, size: usize) -> Option<Option<Turn>> {
     let limits = &queue.limits;
-    if !limits::counted(limits) {
+    if !limits::takes_turn(limits) {
         return Some(None);
     }
     if limits.ordered {

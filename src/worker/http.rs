@@ -17,7 +17,7 @@ use url::Url;
 
 use super::batches::{self, Tally};
 use super::shared::SHARED;
-use super::wake;
+use crate::announce;
 use crate::catalog;
 use crate::db::{self, args};
 use crate::errors::QueueError;
@@ -335,7 +335,9 @@ fn record(client: &mut SpiClient<'_>, done: Vec<Done>) -> Tally {
                 *permanent,
                 true,
             );
-            wake::on_commit(failed.is_some_and(|f| f.wake));
+            if let Some(failed) = &failed {
+                announce::attempt_failed(failed);
+            }
         }
     }
     tally

@@ -52,7 +52,19 @@ pub extern "C-unwind" fn queue_launcher_main(_arg: pg_sys::Datum) {
     // Shared catalogs only: pg_database is all the launcher reads.
     BackgroundWorker::connect_worker_to_spi(None, None);
     super::name_this_process("queue launcher");
-    SHARED.exclusive().launcher_procno = shared::my_procno();
+    {
+        let shared = &mut *SHARED.exclusive();
+        shared.launcher_procno = shared::my_procno();
+        // (the launcher starts once recovery has ended: at the server's
+        // start, after a crash, or at a promotion; a restart of the
+        // launcher alone keeps the first time)
+        let _ = shared.serving_since.compare_exchange(
+            0,
+            crate::time::now_us(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
 
     let mut handles: Vec<Option<DynamicBackgroundWorker>> =
         (0..WORKER_SLOTS).map(|_| None).collect();

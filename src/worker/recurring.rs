@@ -6,7 +6,8 @@
 use pgrx::pg_sys::Oid;
 
 use super::session::{self, Session};
-use super::{waiters, wake};
+use super::wake;
+use crate::announce;
 use crate::schedules::fire;
 
 pub struct Recurring {
@@ -31,9 +32,10 @@ impl Recurring {
         let (fired, next) = session::transaction(|| {
             let (fired, next) =
                 session.tables(|client| (fire::fire_due(client, now), fire::next_tick(client)));
-            // (consumers waiting on a pull queue take its jobs)
+            // (consumers waiting on a pull queue take its jobs; the worker
+            // itself delivers those of its own queues)
             for &(queue_id, jobs) in &fired {
-                waiters::note_due(queue_id, jobs, now);
+                announce::work_due(queue_id, false, jobs, now);
             }
             (fired, next)
         });

@@ -168,6 +168,10 @@ impl Worker {
 
 pub struct Shared {
     pub launcher_procno: i32,
+    /// When the launcher first ran since the server started or was
+    /// promoted (0: not yet): ticks of schedules due before it were missed,
+    /// whatever fired them on another primary (schedules/fire.rs).
+    pub serving_since: AtomicI64,
     /// Asks the launcher to scan pg_database once this time has come
     /// (0: no need).
     pub rescan_at: AtomicI64,
@@ -190,6 +194,7 @@ impl Default for Shared {
     fn default() -> Self {
         Shared {
             launcher_procno: -1,
+            serving_since: AtomicI64::new(0),
             rescan_at: AtomicI64::new(1),
             workers: [Worker::FREE; WORKER_SLOTS],
             wakes: std::array::from_fn(|_| AtomicI64::new(0)),

@@ -23,7 +23,7 @@ use super::sender::{Outcome, Prepared, Sender};
 use super::session::{self, Session};
 use super::shared::{State, SHARED};
 use super::suspects;
-use super::wake;
+use crate::announce;
 use crate::catalog::{self, Queue};
 use crate::contract::WORKER_NAME;
 use crate::db::{self, args};
@@ -169,7 +169,9 @@ fn record(
         }
         for (id, message, permanent) in &failed {
             let failed = jobs::fail(client, *id, lease_of(*id), message, None, *permanent, false);
-            wake::on_commit(failed.is_some_and(|f| f.wake));
+            if let Some(failed) = &failed {
+                announce::attempt_failed(failed);
+            }
         }
     });
     tally

@@ -2,19 +2,23 @@
 //! slot per backend, at its index in ProcGlobal->allProcs, saying which
 //! database and queue it waits on and when it should look again.
 //!
-//! A transaction notes what it made claimable (`note_due`, `note_all`,
-//! `note_finished`); at its commit, `at_commit` hands each job made due to
-//! one waiter (the bound: a thundering herd costs one look per job, not one
-//! per waiter), by setting the waiter's `wake_at` and its latch. No lock is
+//! A transaction notes, per queue, what it made claimable (`note_due`,
+//! `note_all`, `note_ended`: announce.rs calls them); at its commit,
+//! `at_commit` hands each job made due to one waiter of its queue (the
+//! bound: a thundering herd costs one look per job, not one per waiter),
+//! and each job ended to one waiter of its queue held back by a limit or
+//! the order, by setting the waiter's `wake_at` and its latch. No lock is
 //! taken: the slots are atomics, and a commit with no waiter anywhere in
 //! the cluster reads one counter.
 //!
-//! Why no wake-up is lost: a waiter publishes its slot before it takes the
-//! snapshot of its look at the queue. A commit it does not see there ended
-//! (in the proc array) after that snapshot, so its commit callback, which
-//! runs after that, finds the slot.
+//! Why no wake-up is lost: a waiter publishes its slot, and marks itself
+//! held, before it takes the snapshot of its look at the queue
+//! (`Registration::before_look`). A commit it does not see there ended (in
+//! the proc array) after that snapshot, so its commit callback, which runs
+//! after that, finds the slot as it was published.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, Ordering};
 
 use pgrx::pg_sys;
@@ -158,7 +162,15 @@ impl Registration {
         }
     }
 
-    /// Whether the last look found ready jobs that a limit held back.
+    /// Before a look's snapshot: until the look says otherwise, a job that
+    /// ends in the queue may free one held back (a commit after the
+    /// snapshot must find the slot asking for it).
+    pub fn before_look(&self) {
+        self.slot().held.store(true, Ordering::SeqCst);
+    }
+
+    /// What the look found: ready jobs that a limit or the order held
+    /// back, or none.
     pub fn set_held(&self, held: bool) {
         self.slot().held.store(held, Ordering::SeqCst);
     }
@@ -215,40 +227,64 @@ fn at_exit_free_slot() {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Target {
     Queue(i32),
-    /// Any whose last look found jobs held back by a limit.
-    Held,
-    Any,
+    /// Those of a queue whose last look found jobs held back by a limit or
+    /// the queue's order.
+    Held(i32),
 }
 
 impl Target {
     fn matches(self, slot: &Slot) -> bool {
         match self {
             Target::Queue(queue) => slot.queue.load(Ordering::SeqCst) == queue,
-            Target::Held => slot.held.load(Ordering::SeqCst),
-            Target::Any => true,
+            Target::Held(queue) => {
+                slot.queue.load(Ordering::SeqCst) == queue && slot.held.load(Ordering::SeqCst)
+            }
         }
     }
 }
 
-/// What the current transaction made claimable, for its commit.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Note {
-    /// `jobs` jobs of a queue, due at `at`.
-    Due { queue: i32, jobs: usize, at: i64 },
-    /// Every waiter of a queue looks again (resumed, limits changed,
+/// The most distinct due times a transaction notes per queue; past it, the
+/// later jobs are announced at the earliest of them (their waiters look
+/// then, and wait on for the rest).
+const TIMES_PER_QUEUE: usize = 16;
+
+/// What the current transaction made claimable in one queue, for its
+/// commit.
+#[derive(Debug, Default, PartialEq)]
+struct QueueNote {
+    /// Jobs due by the time they were noted.
+    due_now: usize,
+    /// Jobs due later, by their time.
+    later: Vec<(i64, usize)>,
+    /// Jobs that ended: a limit or an ordered group may let others go.
+    ended: usize,
+    /// Every waiter of the queue looks again (resumed, limits changed,
     /// dropped, given a sender).
-    All { queue: i32 },
-    /// Jobs finished: a limit or an ordered group may let others go.
-    Finished { jobs: usize },
-    /// Too many notes to keep: every waiter of the database looks again.
-    Everyone,
+    all: bool,
+}
+
+impl QueueNote {
+    fn due(&mut self, jobs: usize, at: i64, now: i64) {
+        if at <= now {
+            self.due_now = self.due_now.saturating_add(jobs);
+        } else if let Some(same) = self.later.iter_mut().find(|(t, _)| *t == at) {
+            same.1 = same.1.saturating_add(jobs);
+        } else if self.later.len() < TIMES_PER_QUEUE {
+            self.later.push((at, jobs));
+        } else {
+            let earliest = self.later.iter_mut().min_by_key(|(t, _)| *t).expect("full");
+            earliest.0 = earliest.0.min(at);
+            earliest.1 = earliest.1.saturating_add(jobs);
+        }
+    }
 }
 
 thread_local! {
-    static NOTES: RefCell<Vec<Note>> = const { RefCell::new(Vec::new()) };
+    /// The notes of the current transaction, by queue.
+    static NOTES: RefCell<HashMap<i32, QueueNote>> = RefCell::new(HashMap::new());
 }
 
-fn note(new: Note) {
+fn note(queue: i32, change: impl FnOnce(&mut QueueNote)) {
     if !shared::available() {
         return;
     }
@@ -263,58 +299,27 @@ fn note(new: Note) {
         // never raises (an ERROR after a commit would be a PANIC).
         unsafe { pg_sys::RegisterXactCallback(Some(at_transaction_end), std::ptr::null_mut()) };
     }
-    NOTES.with(|notes| {
-        let mut notes = notes.borrow_mut();
-        for old in notes.iter_mut() {
-            if *old == Note::Everyone {
-                return;
-            }
-            match (old, new) {
-                (
-                    Note::Due { queue, jobs, at },
-                    Note::Due {
-                        queue: q,
-                        jobs: more,
-                        at: later,
-                    },
-                ) if *queue == q && *at == later => {
-                    *jobs += more;
-                    return;
-                }
-                (Note::All { queue }, Note::All { queue: q }) if *queue == q => return,
-                (Note::Finished { jobs }, Note::Finished { jobs: more }) => {
-                    *jobs = jobs.saturating_add(more);
-                    return;
-                }
-                _ => {}
-            }
-        }
-        // (bounded: a transaction that touches many queues, or many run_at
-        // times, wakes every waiter of the database once instead)
-        if notes.len() < 16 {
-            notes.push(new);
-        } else {
-            *notes = vec![Note::Everyone];
-        }
-    });
+    NOTES.with_borrow_mut(|notes| change(notes.entry(queue).or_default()));
 }
 
 /// `jobs` jobs of `queue` fall due at `at` when this transaction commits.
 pub fn note_due(queue: i32, jobs: usize, at: i64) {
     if jobs > 0 {
-        note(Note::Due { queue, jobs, at });
+        let now = crate::time::now_us();
+        note(queue, |n| n.due(jobs, at, now));
     }
 }
 
 /// Every waiter of `queue` looks again when this transaction commits.
 pub fn note_all(queue: i32) {
-    note(Note::All { queue });
+    note(queue, |n| n.all = true);
 }
 
-/// `jobs` jobs finish when this transaction commits.
-pub fn note_finished(jobs: usize) {
+/// `jobs` jobs of `queue` end when this transaction commits: as many of its
+/// waiters held back by a limit or its order look again.
+pub fn note_ended(queue: i32, jobs: usize) {
     if jobs > 0 {
-        note(Note::Finished { jobs });
+        note(queue, |n| n.ended = n.ended.saturating_add(jobs));
     }
 }
 
@@ -335,7 +340,7 @@ unsafe extern "C-unwind" fn at_transaction_end(
         // database and never changes after.
         XACT_EVENT_COMMIT => at_commit(unsafe { pg_sys::MyDatabaseId }),
         XACT_EVENT_ABORT | XACT_EVENT_PREPARE | XACT_EVENT_PARALLEL_ABORT => {
-            NOTES.with(|notes| notes.borrow_mut().clear())
+            NOTES.with_borrow_mut(HashMap::clear)
         }
         _ => {}
     }
@@ -344,19 +349,24 @@ unsafe extern "C-unwind" fn at_transaction_end(
 /// The transaction committed in `database`: wakes the waiters its notes
 /// call for.
 fn at_commit(database: pg_sys::Oid) {
-    let notes = NOTES.with(|notes| std::mem::take(&mut *notes.borrow_mut()));
+    let notes = NOTES.with_borrow_mut(std::mem::take);
     if notes.is_empty() || header().is_none_or(|h| h.waiting.load(Ordering::SeqCst) == 0) {
         return;
     }
     let now = crate::time::now_us();
-    for note in notes {
-        match note {
-            Note::Due { queue, jobs, at } => {
-                wake(database, Target::Queue(queue), Some(jobs), at.max(1))
-            }
-            Note::All { queue } => wake(database, Target::Queue(queue), None, now),
-            Note::Finished { jobs } => wake(database, Target::Held, Some(jobs), now),
-            Note::Everyone => wake(database, Target::Any, None, now),
+    for (queue, note) in notes {
+        if note.all {
+            wake(database, Target::Queue(queue), None, now);
+            continue;
+        }
+        if note.due_now > 0 {
+            wake(database, Target::Queue(queue), Some(note.due_now), now);
+        }
+        for (at, jobs) in note.later {
+            wake(database, Target::Queue(queue), Some(jobs), at);
+        }
+        if note.ended > 0 {
+            wake(database, Target::Held(queue), Some(note.ended), now);
         }
     }
 }
@@ -420,4 +430,34 @@ fn claim_wake(slot: &Slot, at: i64, free_only: bool, database: u32, target: Targ
         return false;
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QueueNote;
+
+    /// Enqueues in one transaction, each at another time: those due by
+    /// then are one count, the later ones at most 16 times, every job
+    /// counted. (Before 0.4 the 17th note of a transaction woke every
+    /// waiter of every queue in the database.)
+    #[test]
+    fn a_queue_note_stays_bounded_and_counts_every_job() {
+        let now = 1_000_000;
+        let mut note = QueueNote::default();
+        for n in 0..1_000 {
+            note.due(1, now - n, now);
+        }
+        assert_eq!(note.due_now, 1_000);
+        assert!(note.later.is_empty());
+        for n in 1..=100 {
+            note.due(2, now + n * 1_000, now);
+        }
+        note.due(1, now + 1_000, now);
+        assert_eq!(note.later.len(), super::TIMES_PER_QUEUE);
+        assert_eq!(note.later.iter().map(|(_, jobs)| jobs).sum::<usize>(), 201);
+        assert_eq!(
+            note.later.iter().map(|(at, _)| *at).min(),
+            Some(now + 1_000)
+        );
+    }
 }

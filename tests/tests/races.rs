@@ -1,6 +1,7 @@
-//! Races between real connections: concurrent claimers, uncommitted and
-//! rolled-back enqueues, dedup keys enqueued at once, expired leases, and
-//! storage rotation under load.
+//! Races between real connections under load: concurrent claimers, dedup
+//! keys enqueued at once, expired leases, and storage rotation. (The
+//! interleavings that can be written down step by step are isolation specs:
+//! pg_test/isolation.)
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -9,8 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use queue_client_tests::{
-    claim, complete, complete_all, enqueue_many, eventually, on_connections, one, waits_for_a_lock,
-    Cluster,
+    claim, complete, complete_all, enqueue_many, eventually, on_connections, one, Cluster,
 };
 
 /// 8 connections claim and complete 5,000 jobs until the queue is empty:
@@ -66,53 +66,9 @@ fn eight_consumers_deliver_each_job_exactly_once() {
     assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (5_000, 5_000));
 }
 
-/// An enqueue that is not committed, or rolled back, is never claimed.
-#[test]
-fn uncommitted_and_rolled_back_enqueues_are_invisible() {
-    let cluster = Cluster::start();
-    let mut producer = cluster.connect();
-    let mut consumer = cluster.connect();
-    producer
-        .batch_execute("SELECT queue_create('race.tx')")
-        .unwrap();
-
-    let mut tx = producer.transaction().unwrap();
-    let pending: i64 = one(
-        &mut tx,
-        "SELECT queue_enqueue('race.tx', '{\"n\": 1}')",
-        &[],
-    );
-    assert!(
-        claim(&mut consumer, "race.tx", 10).is_empty(),
-        "uncommitted job claimed"
-    );
-    tx.rollback().unwrap();
-    assert!(
-        claim(&mut consumer, "race.tx", 10).is_empty(),
-        "rolled-back job claimed"
-    );
-
-    let mut tx = producer.transaction().unwrap();
-    let committed: i64 = one(
-        &mut tx,
-        "SELECT queue_enqueue('race.tx', '{\"n\": 2}')",
-        &[],
-    );
-    assert!(claim(&mut consumer, "race.tx", 10).is_empty());
-    tx.commit().unwrap();
-    let got = claim(&mut consumer, "race.tx", 10);
-    assert_eq!(got.iter().map(|j| j.0).collect::<Vec<_>>(), vec![committed]);
-    assert_ne!(pending, committed);
-    let n: i64 = one(
-        &mut consumer,
-        "SELECT count(*) FROM queue_jobs WHERE queue = 'race.tx'",
-        &[],
-    );
-    assert_eq!(n, 1, "the rolled-back job left no trace");
-}
-
 /// Two sessions enqueue the same dedup_key at once: both get one id, and no
-/// unique violation.
+/// unique violation. (One that holds its enqueue open while the other waits:
+/// pg_test/isolation/specs/dedup_held.spec.)
 #[test]
 fn concurrent_dedup_enqueues_get_one_id() {
     let cluster = Cluster::start();
@@ -146,48 +102,6 @@ fn concurrent_dedup_enqueues_get_one_id() {
         &[],
     );
     assert_eq!(n, KEYS as i64);
-
-    // One session holds its enqueue open: the other waits for it, then gets
-    // its id if it committed, or a job of its own if it rolled back.
-    for commit in [true, false] {
-        let key = format!("held-{commit}");
-        let mut first = cluster.connect();
-        let mut tx = first.transaction().unwrap();
-        let held: i64 = one(
-            &mut tx,
-            "SELECT queue_enqueue('race.dedup', '{}', dedup_key => $1)",
-            &[&key],
-        );
-        let mut second = cluster.connect();
-        let second_pid: i32 = one(&mut second, "SELECT pg_backend_pid()", &[]);
-        let key2 = key.clone();
-        let waiter = thread::spawn(move || {
-            let id: i64 = one(
-                &mut second,
-                "SELECT queue_enqueue('race.dedup', '{}', dedup_key => $1)",
-                &[&key2],
-            );
-            id
-        });
-        waits_for_a_lock(&cluster, second_pid, "the second enqueue");
-        if commit {
-            tx.commit().unwrap();
-        } else {
-            tx.rollback().unwrap();
-        }
-        let id = waiter.join().unwrap();
-        if commit {
-            assert_eq!(id, held);
-        } else {
-            assert_ne!(id, held);
-        }
-        let n: i64 = one(
-            &mut cluster.connect(),
-            "SELECT count(*) FROM queue_jobs WHERE dedup_key = $1",
-            &[&key],
-        );
-        assert_eq!(n, 1, "one job for the key ({key})");
-    }
 }
 
 /// A lease expires and the job is claimed again; the old lease can no longer
@@ -267,106 +181,6 @@ fn an_expired_lease_is_reclaimed_and_fenced_off() {
 
     let completed = complete(&mut second, job, &new_lease);
     assert!(completed);
-}
-
-/// A completion that meets an uncommitted change of its job waits for it,
-/// then looks at the job again: an extended lease still completes; a failed
-/// attempt or a cancel that committed first wins. Alike for a queue that
-/// keeps nothing (completed without the statement) and one that keeps
-/// history (by the statement). In REPEATABLE READ the change is a
-/// serialization failure, as for any DELETE.
-#[test]
-fn a_completion_waits_for_a_change_of_its_job_and_looks_again() {
-    let cluster = Cluster::start();
-    let mut admin = cluster.connect();
-    let changes = [
-        (
-            "SELECT queue_extend($1, $2::text::uuid, '2 hours') IS NOT NULL",
-            true,
-            "succeeded",
-        ),
-        (
-            "SELECT queue_fail($1, $2::text::uuid, 'boom') IS NOT NULL",
-            false,
-            "pending",
-        ),
-        (
-            "SELECT queue_cancel($1) AND $2::text IS NOT NULL",
-            false,
-            "cancelled",
-        ),
-    ];
-    for (n, retention) in ["0", "1 day"].into_iter().enumerate() {
-        for (k, (change, completes, status)) in changes.iter().enumerate() {
-            let queue = format!("race.look.{n}.{k}");
-            let created =
-                "SELECT queue_create($1, retention => $2::text::interval, retry_delay => '1 hour')";
-            admin.execute(created, &[&queue, &retention]).unwrap();
-            enqueue_many(&mut admin, &queue, 1);
-            let (id, lease) = claim(&mut admin, &queue, 1).remove(0);
-
-            let mut changer = cluster.connect();
-            let mut tx = changer.transaction().unwrap();
-            assert!(one::<bool>(&mut tx, change, &[&id, &lease]), "{change}");
-            let mut completer = cluster.connect();
-            let pid: i32 = one(&mut completer, "SELECT pg_backend_pid()", &[]);
-            let lease2 = lease.clone();
-            let waiter = thread::spawn(move || complete(&mut completer, id, &lease2));
-            waits_for_a_lock(&cluster, pid, "the completion");
-            tx.commit().unwrap();
-            let completed = waiter.join().unwrap();
-            assert_eq!(completed, *completes, "retention {retention}: {change}");
-            // a queue with retention 0 keeps no row of a job that
-            // succeeded or was cancelled
-            let ended: String = one(
-                &mut admin,
-                "SELECT coalesce((SELECT status FROM queue_job($1)), 'gone')",
-                &[&id],
-            );
-            let expected = match (retention, *status) {
-                ("0", "succeeded" | "cancelled") => "gone",
-                (_, status) => status,
-            };
-            assert_eq!(ended, expected, "retention {retention}: {change}");
-            let succeeded: i64 = one(
-                &mut admin,
-                "SELECT succeeded_total FROM queue_stats WHERE queue = $1",
-                &[&queue],
-            );
-            assert_eq!(
-                succeeded,
-                i64::from(*completes),
-                "retention {retention}: {change}"
-            );
-        }
-
-        let queue = format!("race.look.{n}.rr");
-        let created = "SELECT queue_create($1, retention => $2::text::interval)";
-        admin.execute(created, &[&queue, &retention]).unwrap();
-        enqueue_many(&mut admin, &queue, 1);
-        let (id, lease) = claim(&mut admin, &queue, 1).remove(0);
-        let mut completer = cluster.connect();
-        let mut tx = completer
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .start()
-            .unwrap();
-        one::<i32>(&mut tx, "SELECT 1", &[]);
-        let extended: bool = one(
-            &mut admin,
-            "SELECT queue_extend($1, $2::text::uuid, '2 hours') IS NOT NULL",
-            &[&id, &lease],
-        );
-        assert!(extended);
-        let err = tx
-            .query_one("SELECT queue_complete($1, $2::text::uuid)", &[&id, &lease])
-            .unwrap_err();
-        assert_eq!(
-            err.code(),
-            Some(&postgres::error::SqlState::T_R_SERIALIZATION_FAILURE),
-            "retention {retention}: {err}"
-        );
-    }
 }
 
 /// Rotating the live partitions while producers and consumers run loses no
@@ -482,46 +296,5 @@ fn rotate_under_load(retention: &'static str, completions: Completions) {
     } else {
         assert_eq!(left, produced.len() as i64, "no job lost");
         assert_eq!(kept, succeeded);
-    }
-}
-
-/// A queue is never dropped under an enqueue in progress: the drop waits for
-/// it, and then either refuses (the job is unfinished) or takes the job along.
-#[test]
-fn a_drop_waits_for_enqueues_in_progress() {
-    let cluster = Cluster::start();
-    let mut producer = cluster.connect();
-    producer
-        .batch_execute("SELECT queue_create('race.drop')")
-        .unwrap();
-    for force in [false, true] {
-        let mut tx = producer.transaction().unwrap();
-        let job: i64 = one(&mut tx, "SELECT queue_enqueue('race.drop', '{}')", &[]);
-        let mut dropper = cluster.connect();
-        let dropper_pid: i32 = one(&mut dropper, "SELECT pg_backend_pid()", &[]);
-        let drop = thread::spawn(move || {
-            dropper
-                .query_one("SELECT queue_drop('race.drop', force => $1)", &[&force])
-                .map(|r| r.get::<_, bool>(0))
-                .map_err(|e| e.code().map(|c| c.code().to_string()))
-        });
-        waits_for_a_lock(&cluster, dropper_pid, "the drop");
-        tx.commit().unwrap();
-        let result = drop.join().unwrap();
-        let left: i64 = one(
-            &mut producer,
-            "SELECT count(*) FROM queue_jobs WHERE id = $1",
-            &[&job],
-        );
-        if force {
-            assert_eq!(result, Ok(true));
-            assert_eq!(left, 0, "the job went with its queue");
-        } else {
-            assert_eq!(result, Err(Some("55006".to_string())));
-            assert_eq!(left, 1, "the job is still there, in its queue");
-            producer
-                .batch_execute("SELECT queue_complete(id, lease) FROM queue_claim('race.drop')")
-                .unwrap();
-        }
     }
 }

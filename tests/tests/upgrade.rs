@@ -1,4 +1,4 @@
-//! `ALTER EXTENSION queue UPDATE` from 0.1.0 and from 0.2.0, as a user who
+//! `ALTER EXTENSION queue UPDATE` from 0.1.0, 0.2.0 and 0.3.0, as a user who
 //! installed that release does it: its library and install script as
 //! released (built from its commit by `make old-release`, which these tests
 //! need), a database filled by it, then the current library and a restart,
@@ -59,6 +59,20 @@ fn an_update_from_0_2_0_equals_a_fresh_install_and_keeps_everything() {
     update_from("0.2.0", None);
 }
 
+#[test]
+fn an_update_from_0_3_0_equals_a_fresh_install_and_keeps_everything() {
+    update_from("0.3.0", None);
+}
+
+/// A webhook whose URL keeps its secret in the path, registered under the
+/// old release (0.2.0 and later have webhooks): after the update, views
+/// show it as 0.4.0 does.
+const SECRET_PATH_WEBHOOK: &str = "
+    SET queue.webhook_allow = 'https://hooks.slack.com/services';
+    SELECT queue_create('slack');
+    SELECT queue_register_webhook('slack', 'https://hooks.slack.com/services/T000/B000/XXXX');
+    RESET queue.webhook_allow;";
+
 /// The update from release `old`; `comment`: what makes an install of it
 /// carry the comment that release gave it.
 fn update_from(old: &str, comment: Option<&str>) {
@@ -103,6 +117,10 @@ fn update_from(old: &str, comment: Option<&str>) {
         ))
         .unwrap();
     filled.batch_execute(JOBS_IN_EVERY_STATUS).unwrap();
+    let webhooks = old_version != "0.1.0";
+    if webhooks {
+        filled.batch_execute(SECRET_PATH_WEBHOOK).unwrap();
+    }
     filled.batch_execute(comment).unwrap();
     // a lease held across the upgrade
     let held = filled
@@ -163,6 +181,14 @@ fn update_from(old: &str, comment: Option<&str>) {
 
     // every job, counter and grant is still there, and works
     assert_eq!(QueueState::of(&mut filled), before);
+    if webhooks {
+        let sender: String = one(
+            &mut filled,
+            "SELECT sender FROM queue_stats WHERE queue = 'slack'",
+            &[],
+        );
+        assert_eq!(sender, "POST https://hooks.slack.com/services/\u{2026}");
+    }
     let app_may: bool = one(
         &mut filled,
         "SELECT has_function_privilege('app', 'queue_purge(text, text)', 'EXECUTE')

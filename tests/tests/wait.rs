@@ -106,10 +106,9 @@ fn a_commit_wakes_a_waiter_and_an_uncommitted_or_rolled_back_enqueue_does_not() 
 }
 
 #[test]
-fn a_transaction_with_more_notes_than_are_kept_commits_and_wakes_every_waiter() {
-    // Enqueues into 40 queues and a completion in one transaction: more
-    // notes than a transaction keeps (16), so its commit wakes every
-    // waiter of the database instead (once, however many notes follow).
+fn a_transaction_that_enqueues_into_forty_queues_wakes_the_waiters_of_each() {
+    // Enqueues into 40 queues and a completion in one transaction: its
+    // notes are kept per queue, and its commit wakes a waiter of each.
     let cluster = Cluster::start();
     let mut admin = cluster.connect();
     admin
@@ -248,6 +247,62 @@ fn a_finished_job_frees_an_ordered_group_and_a_limit_for_a_waiter() {
         assert!(done);
         assert!(ready(rx), "{queue}");
         assert_eq!(claim(&mut admin, queue, 10).len(), 1);
+    }
+}
+
+/// A job that ends wakes a waiter of its own queue held back by a limit,
+/// never one of another queue: queues `a` and `b` at `max_in_flight` 1,
+/// each with a job in flight and one more pending, ten waiters on `b` and
+/// one on `a`, registered first, among the others and last (the order of
+/// the slots decided which one a wake-up found first).
+#[test]
+fn a_finished_job_wakes_a_held_waiter_of_its_own_queue_only() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    for (round, position) in [0, 5, 10].into_iter().enumerate() {
+        let (a, b) = (format!("a{round}"), format!("b{round}"));
+        admin
+            .execute(
+                "SELECT queue_create(q, max_in_flight => 1), queue_enqueue(q, '{}'),
+                        queue_enqueue(q, '{}')
+                   FROM unnest(ARRAY[$1, $2]) q",
+                &[&a, &b],
+            )
+            .unwrap();
+        let in_flight_a = claim(&mut admin, &a, 10);
+        assert_eq!(in_flight_a.len(), 1);
+        assert_eq!(claim(&mut admin, &b, 10).len(), 1);
+        let mut others = Vec::new();
+        let mut mine = None;
+        for n in 0..=10 {
+            if n == position {
+                mine = Some(waiter(&cluster, &a, LONG));
+            } else {
+                others.push(waiter(&cluster, &b, LONG));
+            }
+            until_waiting(&mut admin, n as i64 + 1);
+        }
+        let mine = mine.unwrap();
+        let done: bool = one(
+            &mut admin,
+            "SELECT queue_complete($1, $2::text::uuid)",
+            &[&in_flight_a[0].0, &in_flight_a[0].1],
+        );
+        assert!(done);
+        assert!(ready(mine), "round {round}: a's waiter is woken, ready");
+        // b's waiters still wait, every one: then they are let go
+        until_waiting(&mut admin, 10);
+        assert!(others.iter().all(|rx| rx.try_recv().is_err()));
+        admin
+            .batch_execute(
+                "SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+                  WHERE query LIKE 'CALL queue_wait%' AND wait_event_type = 'Extension'",
+            )
+            .unwrap();
+        for rx in others {
+            let ended = rx.recv_timeout(Duration::from_secs(120)).expect("returns");
+            assert!(ended.is_err(), "b's waiters were cancelled, not woken");
+        }
     }
 }
 
