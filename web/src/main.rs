@@ -5,14 +5,17 @@ mod args;
 mod chart;
 mod databases;
 mod failure;
+mod hosts;
 mod masking;
 mod pages;
 mod render;
+mod rights;
 mod routes;
 mod samples;
 mod security;
 mod state;
 mod stats;
+mod urls;
 
 use std::sync::Arc;
 
@@ -42,9 +45,22 @@ async fn main() {
     let address = listener
         .local_addr()
         .expect("a bound socket has an address");
+    let hosts = match hosts::Hosts::new(address, &args.allow_hosts) {
+        Ok(hosts) => Arc::new(hosts),
+        Err(message) => {
+            eprintln!("queue-web: {message}");
+            std::process::exit(2);
+        }
+    };
     if !address.ip().is_loopback() && args.token.is_none() {
         eprintln!(
             "queue-web: warning: listening on {address}, beyond this machine, without --token"
+        );
+    }
+    if !address.ip().is_loopback() && args.allow_hosts.is_empty() {
+        eprintln!(
+            "queue-web: only requests for Host {address} are answered: name the others \
+             (this machine's name, a proxy's) with --allow-host"
         );
     }
     // The tests and `make demo` read this line to find the port.
@@ -61,7 +77,7 @@ async fn main() {
             _ = term.recv() => {},
         }
     };
-    axum::serve(listener, routes::router(app))
+    axum::serve(listener, routes::router(app, hosts))
         .with_graceful_shutdown(shutdown)
         .await
         .expect("the server runs");

@@ -14,6 +14,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         ("queue.html", include_str!("../templates/queue.html")),
         ("jobs.html", include_str!("../templates/jobs.html")),
         ("job.html", include_str!("../templates/job.html")),
+        ("confirm.html", include_str!("../templates/confirm.html")),
         ("chart.html", include_str!("../templates/chart.html")),
         ("error.html", include_str!("../templates/error.html")),
     ] {

@@ -6,11 +6,14 @@ use axum::response::Redirect;
 use axum::routing::{get, post};
 use axum::Router;
 
-use crate::pages::{actions, cluster, jobs, queue};
+use crate::hosts::{self, Hosts};
+use crate::pages::{actions, cluster, confirm, jobs, queue};
 use crate::security;
 use crate::state::App;
 
-pub fn router(app: Arc<App>) -> Router {
+/// A GET of a destructive action's URL is its confirmation page; the POST
+/// that page makes is the action.
+pub fn router(app: Arc<App>, hosts: Arc<Hosts>) -> Router {
     Router::new()
         .route("/", get(cluster::show))
         .route("/db/{db}", get(|| async { Redirect::to("/") }))
@@ -18,15 +21,23 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/db/{db}/queue/{queue}/jobs", get(jobs::list))
         .route("/db/{db}/queue/{queue}/pause", post(actions::pause))
         .route("/db/{db}/queue/{queue}/resume", post(actions::resume))
-        .route("/db/{db}/queue/{queue}/purge", post(actions::purge))
+        .route(
+            "/db/{db}/queue/{queue}/purge",
+            get(confirm::purge).post(actions::purge),
+        )
         .route("/db/{db}/job", get(jobs::lookup))
         .route("/db/{db}/job/{id}", get(jobs::show))
         .route("/db/{db}/job/{id}/retry", post(actions::retry))
-        .route("/db/{db}/job/{id}/cancel", post(actions::cancel))
+        .route(
+            "/db/{db}/job/{id}/cancel",
+            get(confirm::cancel).post(actions::cancel),
+        )
         .route("/db/{db}/schedule/{name}/run", post(actions::run_schedule))
         .layer(axum::middleware::from_fn_with_state(
             app.security.clone(),
             security::guard,
         ))
+        // (the last layer runs first: the Host before the token)
+        .layer(axum::middleware::from_fn_with_state(hosts, hosts::guard))
         .with_state(app)
 }

@@ -162,7 +162,7 @@ pub async fn guard(
     with_safety_headers(response)
 }
 
-fn with_safety_headers(mut response: Response) -> Response {
+pub fn with_safety_headers(mut response: Response) -> Response {
     let headers = response.headers_mut();
     let fixed = [
         (
@@ -171,7 +171,9 @@ fn with_safety_headers(mut response: Response) -> Response {
              form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
         ),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (header::REFERRER_POLICY, "no-referrer"),
+        // same-origin, not no-referrer: under no-referrer a browser sends
+        // `Origin: null` with the pages' own forms, which hosts.rs refuses
+        (header::REFERRER_POLICY, "same-origin"),
         (header::CACHE_CONTROL, "no-store"),
     ];
     for (name, value) in fixed {

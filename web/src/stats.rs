@@ -32,7 +32,11 @@ pub async fn fetch(client: &Client) -> Result<Vec<QueueRow>, Failure> {
         .map(|row| QueueRow {
             queue: row.get("queue"),
             paused: row.get("paused"),
-            sender: row.get("sender"),
+            // (a webhook's is `POST <url>`: shown by the URL rule whatever
+            // the extension left of its path)
+            sender: row
+                .get::<_, Option<String>>("sender")
+                .map(|sender| crate::urls::shown_in(&sender)),
             pending: row.get("pending"),
             scheduled: row.get("scheduled"),
             processing: row.get("processing"),

@@ -1,5 +1,6 @@
 //! The main path in a real browser, headless Chromium (Debian's package):
-//! the cluster page, a queue, its dead letter, retry it, see it pending.
+//! the cluster page, a queue, its dead letter, retry it, see it pending;
+//! then purge the queue's dead letters through the confirmation page.
 //! Screenshots of each step are kept in target/queue-web-screenshots/.
 
 mod common;
@@ -229,4 +230,37 @@ fn retry_a_dead_letter_in_a_browser() {
         .unwrap()
         .get(0);
     assert_eq!(status, "pending");
+
+    // purge the queue's dead letters: no status is chosen until one is,
+    // and a page of its own says how many before anything is deleted
+    let mut failed = || -> i64 {
+        db.query_one("SELECT failed FROM queue_stats WHERE queue = 'emails'", &[])
+            .unwrap()
+            .get(0)
+    };
+    let before = failed();
+    assert!(before > 0);
+    click(
+        &tab,
+        "a[href='/db/queue_test/queue/emails']",
+        "/queue/emails",
+    );
+    let select = tab.wait_for_element("select[name=status]").unwrap();
+    select.focus().unwrap();
+    tab.type_str("failed").unwrap();
+    click(&tab, "#purge", "/purge?status=failed");
+    let what = text_of(&tab, "#what");
+    assert!(
+        what.contains(&format!(
+            "This deletes the {before} failed jobs of queue emails"
+        )),
+        "{what}"
+    );
+    assert_eq!(failed(), before, "asking deletes nothing");
+    screenshot(&tab, "5-purge-confirm.png");
+    click(&tab, "#confirm", "done=purged");
+    let note = text_of(&tab, "#note");
+    assert!(note.contains(&format!("Purged {before} jobs.")), "{note}");
+    assert_eq!(failed(), 0);
+    screenshot(&tab, "6-purged.png");
 }

@@ -43,6 +43,12 @@ fn every_page_shows_what_the_views_hold() {
          SELECT queue_register_webhook('hooks', 'http://127.0.0.1:9/in?key=query-secret',
              headers => '{\"X-Api-Key\": \"header-value-secret\"}',
              secret => 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
+         SELECT queue_create('slack');
+         SELECT queue_register_webhook('slack', 'http://127.0.0.1:9/services/T000/B000/XXXXsecret');
+         SELECT queue_create('relay', max_attempts => 1);
+         SELECT queue_enqueue('relay', '{}');
+         SELECT queue_fail(c.id, c.lease, 'POST https://hooks.slack.com/services/T000/B000/XXXXsecret is not allowed')
+           FROM queue_claim('relay', 'w1') c;
          SELECT queue_create('orders', ordered => true);
          SELECT queue_enqueue('orders', '{}', group_key => 'customer-7');
          SELECT queue_schedule('nightly', 'orders', '0 3 * * *');
@@ -109,6 +115,30 @@ fn every_page_shows_what_the_views_hold() {
     assert!(text.contains("X-Api-Key"));
     for secret in ["query-secret", "header-value-secret", "whsec_"] {
         assert!(!text.contains(secret), "{secret} shown");
+    }
+
+    // a webhook whose path holds its secret: shown up to its last plain
+    // word, on the queue page and (queue_stats' sender) the cluster page,
+    // and in an error that names it
+    let text = s.get("/db/queue_test/queue/slack").text();
+    assert!(
+        text.contains("POST http://127.0.0.1:9/services/…"),
+        "{text}"
+    );
+    let relay_failed = s.get("/db/queue_test/queue/relay/jobs?status=failed");
+    let relay_text = relay_failed.text();
+    let relay_job = relay_text.split("/db/queue_test/job/").nth(1).unwrap();
+    let relay_job = &relay_job[..relay_job.find('"').unwrap()];
+    for text in [
+        text,
+        s.get("/?fresh=1").text(),
+        relay_failed.text(),
+        s.get(&format!("/db/queue_test/job/{relay_job}")).text(),
+    ] {
+        assert!(text.contains("/services/…"), "{text}");
+        for secret in ["T000", "B000", "XXXXsecret"] {
+            assert!(!text.contains(secret), "{secret} shown: {text}");
+        }
     }
 
     // groups and schedules
@@ -195,10 +225,10 @@ fn every_action_is_the_sql_api_call() {
     assert!(page.html.contains("<span id=\"status\">pending</span>"));
     assert_eq!(status_of(&mut db, dead), "pending");
 
-    // cancel a pending job
+    // cancel a pending job (as its confirmation page posts it)
     let page = s.post(
         &format!("/db/queue_test/job/{pending}/cancel"),
-        &[("csrf", &csrf)],
+        &[("csrf", &csrf), ("status", "pending")],
     );
     assert!(s.follow(&page).text().contains("Cancelled."));
     assert_eq!(status_of(&mut db, pending), "cancelled");
@@ -241,10 +271,11 @@ fn every_action_is_the_sql_api_call() {
         "{text}"
     );
 
-    // purge one status, then an unknown one (the database's own 22023)
+    // purge one status (as its confirmation page posts it), then an
+    // unknown one (the database's own 22023)
     let page = s.post(
         &format!("{queue}/purge"),
-        &[("csrf", &csrf), ("status", "cancelled")],
+        &[("csrf", &csrf), ("status", "cancelled"), ("counted", "1")],
     );
     assert!(s.follow(&page).text().contains("Purged 1 jobs."));
     assert!(db
@@ -253,7 +284,7 @@ fn every_action_is_the_sql_api_call() {
         .is_none());
     let page = s.post(
         &format!("{queue}/purge"),
-        &[("csrf", &csrf), ("status", "bogus")],
+        &[("csrf", &csrf), ("status", "bogus"), ("counted", "0")],
     );
     assert_eq!(page.status, 400);
     assert!(page.text().contains("(SQLSTATE 22023)"), "{}", page.text());
@@ -264,30 +295,70 @@ fn every_action_is_the_sql_api_call() {
 }
 
 #[test]
-fn a_role_without_the_right_gets_the_database_refusal() {
+fn a_role_is_offered_only_what_it_may_do_and_the_database_refuses_the_rest() {
     let cluster = cluster(&[]);
     let mut db = cluster.connect();
     let dead = dead_letter(&mut db);
+    let pending: i64 = db
+        .query_one("SELECT queue_enqueue('emails', '{}')", &[])
+        .unwrap()
+        .get(0);
     db.batch_execute(
         "SELECT queue_schedule('nightly', 'emails', '0 3 * * *');
+         SELECT queue_create('frozen'); SELECT queue_pause('frozen');
          CREATE ROLE watcher LOGIN IN ROLE pg_monitor;
          CREATE ROLE nobody LOGIN;
+         CREATE ROLE boss LOGIN IN ROLE pg_monitor;
+         GRANT SELECT ON queue_queues TO boss;
+         SET ROLE boss; SELECT queue_create('mine'); RESET ROLE;
          REVOKE EXECUTE ON FUNCTION queue_retry(bigint) FROM PUBLIC;",
     )
     .unwrap();
+    let owner_actions = [
+        "id=\"pause\"",
+        "id=\"resume\"",
+        "id=\"purge\"",
+        "/pause\"",
+        "/resume\"",
+        "/purge\"",
+        "Run now",
+    ];
 
-    // pg_monitor reads everything, but may not change another's queue
+    // pg_monitor reads everything, but owns nothing and may not read who
+    // owns what: no owner's action is offered, and a sentence says why
     let web = Web::start(&url(&cluster, "watcher", DB), &[]);
     let mut s = web.session();
-    let page = s.get("/db/queue_test/queue/emails");
+    for queue in ["emails", "frozen"] {
+        let page = s.get(&format!("/db/queue_test/queue/{queue}"));
+        assert_eq!(page.status, 200);
+        let text = page.text();
+        for action in owner_actions {
+            assert!(!text.contains(action), "{action} offered: {text}");
+        }
+        assert!(!text.contains("42501"), "{text}");
+        assert!(
+            text.contains("this role may not read who owns the queue, so they are not offered"),
+            "{text}"
+        );
+        assert!(
+            text.contains("The options are kept in the extension owner's table"),
+            "{text}"
+        );
+    }
+    let page = s.get("/db/queue_test/queue/emails/purge?status=failed");
     assert_eq!(page.status, 200);
-    // (the options live in the owner's table: the refusal is shown in their place)
-    assert!(
-        page.text()
-            .contains("permission denied for table queue_queues (SQLSTATE 42501)"),
-        "{}",
-        page.text()
-    );
+    assert!(!page.has_forms(), "{}", page.text());
+    assert!(page.text().contains("may not read who owns the queue"));
+    // (retry was revoked from it; cancel was not)
+    let page = s.get(&format!("/db/queue_test/job/{dead}"));
+    assert!(!page.html.contains("id=\"retry\""));
+    assert!(page
+        .text()
+        .contains("Retry is not offered: this role may not execute queue_retry."));
+    assert!(s
+        .get(&format!("/db/queue_test/job/{pending}"))
+        .html
+        .contains("id=\"cancel\""));
     // (its jobs pages find the newest id by probes: the sequence is not its to read)
     let failed = s.get("/db/queue_test/queue/emails/jobs?status=failed");
     assert!(
@@ -297,7 +368,10 @@ fn a_role_without_the_right_gets_the_database_refusal() {
         "{}",
         failed.text()
     );
-    let csrf = page.csrf();
+    // posted anyway, each is the database's own refusal
+    let csrf = s
+        .get(&format!("/db/queue_test/job/{pending}/cancel"))
+        .csrf();
     for (path, form) in [
         (
             "/db/queue_test/queue/emails/pause",
@@ -305,7 +379,11 @@ fn a_role_without_the_right_gets_the_database_refusal() {
         ),
         (
             "/db/queue_test/queue/emails/purge",
-            vec![("csrf", csrf.as_str()), ("status", "failed")],
+            vec![
+                ("csrf", csrf.as_str()),
+                ("status", "failed"),
+                ("counted", "1"),
+            ],
         ),
         (
             "/db/queue_test/schedule/nightly/run",
@@ -320,6 +398,7 @@ fn a_role_without_the_right_gets_the_database_refusal() {
         assert_eq!(page.status, 403, "{path}: {}", page.text());
         let text = page.text();
         assert!(text.contains("(SQLSTATE 42501)"), "{path}: {text}");
+        assert!(text.contains("must be owner") || text.contains("permission denied"));
         assert!(text.contains("id=\"refusal\""));
     }
     assert_eq!(status_of(&mut db, dead), "failed");
@@ -330,12 +409,383 @@ fn a_role_without_the_right_gets_the_database_refusal() {
     assert!(!paused);
     drop(web);
 
+    // a role that may read the owners is offered its own queue's actions only
+    let web = Web::start(&url(&cluster, "boss", DB), &[]);
+    let mut s = web.session();
+    let page = s.get("/db/queue_test/queue/emails");
+    for action in owner_actions {
+        assert!(!page.text().contains(action), "{action} offered");
+    }
+    assert!(
+        page.text().contains("this role is neither"),
+        "{}",
+        page.text()
+    );
+    assert!(
+        page.text().contains("max_attempts"),
+        "the options are shown"
+    );
+    let page = s.get("/db/queue_test/queue/mine");
+    assert!(page.html.contains("id=\"pause\"") && page.html.contains("id=\"purge\""));
+    assert!(!page.html.contains("id=\"not-offered\""), "{}", page.text());
+    drop(web);
+
     // a role that may not read the views sees that, per database
     let web = Web::start(&url(&cluster, "nobody", DB), &[]);
     let text = web.session().get("/").text();
     assert!(
         text.contains("permission denied for view queue_stats (SQLSTATE 42501)"),
         "{text}"
+    );
+}
+
+/// The jobs of queue `orders` by status.
+fn orders_count(client: &mut common::Client, status: &str) -> i64 {
+    client
+        .query_one(
+            "SELECT count(*) FROM queue_jobs WHERE queue = 'orders' AND status = $1",
+            &[&status],
+        )
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn destructive_actions_ask_first_and_say_how_many_jobs() {
+    let cluster = cluster(&[]);
+    let mut db = cluster.connect();
+    db.batch_execute(
+        "SELECT queue_create('orders');
+         SELECT queue_cancel(queue_enqueue('orders', '{}')) FROM generate_series(1, 3);
+         SELECT queue_enqueue('orders', '{}') FROM generate_series(1, 2);",
+    )
+    .unwrap();
+    let web = Web::start(&url(&cluster, "postgres", DB), &[]);
+    let mut s = web.session();
+    let queue = "/db/queue_test/queue/orders";
+
+    // the queue page's purge is a question, with no status chosen
+    let page = s.get(queue);
+    assert!(page
+        .text()
+        .contains(&format!("method=\"get\" action=\"{queue}/purge\"")));
+    assert!(!page
+        .text()
+        .contains(&format!("method=\"post\" action=\"{queue}/purge\"")));
+    assert!(page.html.contains("<option value=\"\" selected>"));
+    assert_eq!(page.html.matches("selected").count(), 1);
+    let csrf = page.csrf();
+
+    // a purge posted without its confirmation is refused, and purges nothing
+    for form in [
+        vec![("csrf", csrf.as_str()), ("status", "cancelled")],
+        vec![("csrf", csrf.as_str())],
+    ] {
+        let page = s.post(&format!("{queue}/purge"), &form);
+        assert_eq!(page.status, 400, "{}", page.text());
+        assert!(page.text().contains("confirmed on its own page first"));
+    }
+    assert_eq!(orders_count(&mut db, "cancelled"), 3);
+    assert_eq!(s.get(&format!("{queue}/purge")).status, 400);
+    assert_eq!(s.get(&format!("{queue}/purge?status=")).status, 400);
+    assert_eq!(s.get(&format!("{queue}/purge?status=bogus")).status, 400);
+
+    // its confirmation names the status and the count, read now
+    let page = s.get(&format!("{queue}/purge?status=cancelled"));
+    assert_eq!(page.status, 200);
+    let text = page.text();
+    assert!(
+        text.contains("This deletes the 3 cancelled jobs of queue orders in database queue_test"),
+        "{text}"
+    );
+    assert!(text.contains("Purge 3 jobs"), "{text}");
+    assert_eq!(page.field("status"), "cancelled");
+    assert_eq!(page.field("counted"), "3");
+    assert_eq!(
+        orders_count(&mut db, "cancelled"),
+        3,
+        "asking purges nothing"
+    );
+
+    // confirmed after one more was cancelled: all four, and the note says so
+    db.batch_execute("SELECT queue_cancel(queue_enqueue('orders', '{}'))")
+        .unwrap();
+    let form = [
+        ("csrf", page.csrf()),
+        ("status", page.field("status")),
+        ("counted", page.field("counted")),
+    ];
+    let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let done = s.post(&format!("{queue}/purge"), &form);
+    let text = s.follow(&done).text();
+    assert!(
+        text.contains("Purged 4 jobs (3 when you confirmed: the queue changed meanwhile)."),
+        "{text}"
+    );
+    assert_eq!(orders_count(&mut db, "cancelled"), 0);
+    assert_eq!(orders_count(&mut db, "pending"), 2);
+
+    // nothing left of that status: nothing to confirm
+    let page = s.get(&format!("{queue}/purge?status=cancelled"));
+    assert!(page
+        .text()
+        .contains("Queue orders has no cancelled jobs now: nothing to purge."));
+    assert!(!page.has_forms());
+    // every status
+    let page = s.get(&format!("{queue}/purge?status=all"));
+    assert!(
+        page.text()
+            .contains("This deletes all 2 jobs of every status"),
+        "{}",
+        page.text()
+    );
+
+    // a cancel: the job page asks, its page posts the status it showed
+    let job: i64 = db
+        .query_one("SELECT queue_enqueue('orders', '{}')", &[])
+        .unwrap()
+        .get(0);
+    let link = format!("/db/queue_test/job/{job}");
+    let page = s.get(&link);
+    assert!(page
+        .text()
+        .contains(&format!("method=\"get\" action=\"{link}/cancel\"")));
+    assert!(!page
+        .text()
+        .contains(&format!("method=\"post\" action=\"{link}/cancel\"")));
+    let page = s.post(&format!("{link}/cancel"), &[("csrf", &csrf)]);
+    assert_eq!(page.status, 400);
+    assert_eq!(status_of(&mut db, job), "pending");
+    let page = s.get(&format!("{link}/cancel"));
+    assert!(page.text().contains(&format!("Job {job} is pending")));
+    assert_eq!(page.field("status"), "pending");
+    // the job was claimed meanwhile: asked again, nothing done
+    db.batch_execute("SELECT queue_claim('orders', 'w1', 10)")
+        .unwrap();
+    let page = s.post(
+        &format!("{link}/cancel"),
+        &[("csrf", &csrf), ("status", "pending")],
+    );
+    let page = s.follow(&page);
+    let text = page.text();
+    assert!(
+        text.contains(
+            "It was pending when you confirmed, and is processing now: nothing was done."
+        ),
+        "{text}"
+    );
+    assert_eq!(status_of(&mut db, job), "processing");
+    assert_eq!(page.field("status"), "processing");
+    let page = s.post(
+        &format!("{link}/cancel"),
+        &[("csrf", &csrf), ("status", "processing")],
+    );
+    assert!(s.follow(&page).text().contains("Cancelled."));
+    assert_eq!(status_of(&mut db, job), "cancelled");
+    // an ended job has nothing to confirm
+    let page = s.get(&format!("{link}/cancel"));
+    assert!(page
+        .text()
+        .contains("only a pending or processing job can be cancelled"));
+    assert!(!page.has_forms());
+}
+
+/// A raw HTTP/1.1 exchange with queue-web: its status line.
+fn raw_status(web: &Web, request: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(web.base.trim_start_matches("http://")).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.lines().next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_foreign_host_or_origin_is_refused_and_changes_nothing() {
+    let cluster = cluster(&[]);
+    let mut db = cluster.connect();
+    let dead = dead_letter(&mut db);
+    let web = Web::start(&url(&cluster, "postgres", DB), &[]);
+    let port = web.port();
+    let mut s = web.session();
+    let csrf = s.get(&format!("/db/queue_test/job/{dead}")).csrf();
+    let queue = "/db/queue_test/queue/emails";
+    let rebound = format!("rebind.evil.example:{port}");
+    let rebound_origin = format!("http://{rebound}");
+
+    // a page of another name that resolves here (DNS rebinding): its Host
+    for host in [rebound.as_str(), "rebind.evil.example", "localhost:1"] {
+        for path in ["/", queue] {
+            let page = s.get_with(path, &[("host", host)]);
+            assert_eq!(page.status, 421, "{host}{path}");
+            assert!(page.text().contains("--allow-host"), "{}", page.text());
+            assert!(!page.text().contains("emails"));
+        }
+    }
+    let retry = format!("/db/queue_test/job/{dead}/retry");
+    let purge = [
+        ("csrf", csrf.as_str()),
+        ("status", "failed"),
+        ("counted", "1"),
+    ];
+    for (path, form) in [
+        (retry.as_str(), &purge[..1]),
+        (&format!("{queue}/pause"), &purge[..1]),
+        (&format!("{queue}/purge"), &purge[..]),
+    ] {
+        let page = s.post_with(
+            path,
+            form,
+            &[("host", &rebound), ("origin", &rebound_origin)],
+        );
+        assert_eq!(page.status, 421, "{path}");
+    }
+    // and no Host at all
+    assert!(raw_status(&web, "GET / HTTP/1.0\r\n\r\n").contains(" 421 "));
+    assert!(raw_status(&web, "GET / HTTP/1.1\r\nConnection: close\r\n\r\n").contains(" 421 "));
+
+    // another origin, on GET (a script's fetch) and POST (a form)
+    let page = s.get_with(queue, &[("origin", "http://evil.example")]);
+    assert_eq!(page.status, 403);
+    for (path, form) in [
+        (retry.as_str(), &purge[..1]),
+        (&format!("{queue}/pause"), &purge[..1]),
+        (&format!("{queue}/purge"), &purge[..]),
+    ] {
+        for headers in [
+            vec![("origin", "http://evil.example")],
+            vec![("origin", "null")],
+            vec![("origin", rebound_origin.as_str())],
+            vec![("referer", "http://evil.example/page.html")],
+            // neither: who sent it cannot be told
+            vec![],
+        ] {
+            let page = s.post_with(path, form, &headers);
+            assert_eq!(page.status, 403, "{path} {headers:?}");
+            assert!(page.text().contains("refuses"), "{}", page.text());
+        }
+    }
+    // nothing changed
+    assert_eq!(status_of(&mut db, dead), "failed");
+    let paused: bool = db
+        .query_one("SELECT paused FROM queue_stats WHERE queue = 'emails'", &[])
+        .unwrap()
+        .get(0);
+    assert!(!paused);
+
+    // the names of this address are answered, on its port
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        assert_eq!(s.get_with(queue, &[("host", &host)]).status, 200, "{host}");
+    }
+    // a POST of its own pages: by Origin, or by Referer without one
+    let page = s.post_with(
+        &format!("{queue}/pause"),
+        &[("csrf", &csrf)],
+        &[("referer", &format!("http://localhost:{port}{queue}"))],
+    );
+    assert_eq!(page.status, 303, "{}", page.text());
+    let page = s.post_with(
+        &retry,
+        &[("csrf", &csrf)],
+        &[("origin", &format!("http://localhost:{port}"))],
+    );
+    assert_eq!(page.status, 303, "{}", page.text());
+    assert_eq!(status_of(&mut db, dead), "pending");
+}
+
+#[test]
+fn allow_host_names_the_other_hosts() {
+    let cluster = cluster(&[]);
+    let mut db = cluster.connect();
+    dead_letter(&mut db);
+    let queue = "/db/queue_test/queue/emails";
+    let web = Web::start(
+        &url(&cluster, "postgres", DB),
+        &[
+            "--allow-host",
+            "Dash.Example.test",
+            "--allow-host",
+            "other.example.test:8443",
+        ],
+    );
+    let port = web.port();
+    let mut s = web.session();
+    // a name without a port: on any (a proxy's Host has none)
+    for (host, status) in [
+        ("dash.example.test".to_string(), 200),
+        (format!("dash.example.test:{port}"), 200),
+        ("other.example.test:8443".to_string(), 200),
+        (format!("other.example.test:{port}"), 421),
+        (format!("rebind.evil.example:{port}"), 421),
+        (format!("127.0.0.1:{port}"), 200),
+    ] {
+        assert_eq!(
+            s.get_with(queue, &[("host", &host)]).status,
+            status,
+            "{host}"
+        );
+    }
+    // a POST from behind a TLS proxy of that name
+    let csrf = s.get(queue).csrf();
+    let page = s.post_with(
+        &format!("{queue}/pause"),
+        &[("csrf", &csrf)],
+        &[
+            ("host", "dash.example.test"),
+            ("origin", "https://dash.example.test"),
+        ],
+    );
+    assert_eq!(page.status, 303, "{}", page.text());
+    drop(web);
+
+    // the environment's list, when no flag is given
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_queue-web"));
+    command
+        .args([
+            "--database-url",
+            &url(&cluster, "postgres", DB),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env("QUEUE_WEB_ALLOW_HOST", "one.example.test, two.example.test")
+        .env_remove("QUEUE_WEB_TOKEN");
+    let web = Web::start_command(command);
+    let mut s = web.session();
+    for host in ["one.example.test", "two.example.test"] {
+        assert_eq!(s.get_with("/", &[("host", host)]).status, 200, "{host}");
+    }
+    assert_eq!(
+        s.get_with("/", &[("host", "three.example.test")]).status,
+        421
+    );
+    drop(web);
+
+    // listening on every address: that address and the names given, not
+    // the loopback names
+    let web = Web::start(&url(&cluster, "postgres", DB), &["--listen", "0.0.0.0:0"]);
+    let port = web.port();
+    let mut s = web.session();
+    assert_eq!(s.get("/").status, 200, "Host 0.0.0.0:{port}");
+    assert_eq!(
+        s.get_with("/", &[("host", &format!("127.0.0.1:{port}"))])
+            .status,
+        421
+    );
+    drop(web);
+    let web = Web::start(
+        &url(&cluster, "postgres", DB),
+        &["--listen", "0.0.0.0:0", "--allow-host", "127.0.0.1"],
+    );
+    let port = web.port();
+    assert_eq!(
+        web.session()
+            .get_with("/", &[("host", &format!("127.0.0.1:{port}"))])
+            .status,
+        200
     );
 }
 
@@ -462,26 +912,50 @@ fn no_page_shows_the_password() {
     let cluster = cluster(&[]);
     let mut db = cluster.connect();
     let dead = dead_letter(&mut db);
-    let with_password = format!(
-        "postgres://postgres:hunter2-pw@/{DB}?host={}&port=5432",
-        cluster.socket_dir().display()
-    );
-    let web = Web::start(&with_password, &[]);
-    let mut s = web.session();
-    for path in [
-        "/".to_string(),
-        "/db/queue_test/queue/emails".into(),
-        "/db/queue_test/queue/emails/jobs".into(),
-        format!("/db/queue_test/job/{dead}"),
-        "/db/nothere/queue/x".into(),
+    let socket = cluster.socket_dir().display().to_string();
+    // (the old masking ended a URL's credentials at its first `/` or `?`)
+    for (database_url, secret) in [
+        (
+            format!("postgres://postgres:Zm9v/YmFy@/{DB}?host={socket}&port=5432"),
+            vec!["Zm9v", "YmFy"],
+        ),
+        (
+            format!("postgres://postgres:hunter2?pw@/{DB}?host={socket}&port=5432"),
+            vec!["hunter2", "pw@"],
+        ),
+        (
+            format!("user=postgres password='hunter 2\\'/%40' host={socket} port=5432 dbname={DB}"),
+            vec!["hunter", "%40"],
+        ),
     ] {
-        let page = s.get(&path);
-        assert!(!page.html.contains("hunter2"), "{path} shows the password");
-        if page.status == 200 {
+        let web = Web::start(&database_url, &[]);
+        let line = &web.first_line;
+        for piece in &secret {
             assert!(
-                page.text().contains("postgres:***@"),
-                "{path} shows the masked URL"
+                !line.contains(piece),
+                "{piece} in the start-up line: {line}"
             );
+        }
+        assert!(line.contains("password=***"), "{line}");
+        let mut s = web.session();
+        for path in [
+            "/".to_string(),
+            "/db/queue_test/queue/emails".into(),
+            "/db/queue_test/queue/emails/jobs".into(),
+            format!("/db/queue_test/job/{dead}"),
+            "/db/nothere/queue/x".into(),
+        ] {
+            let page = s.get(&path);
+            let text = page.text();
+            for piece in &secret {
+                assert!(!text.contains(piece), "{path} shows {piece}: {text}");
+            }
+            if page.status == 200 {
+                assert!(
+                    text.contains("user=postgres password=*** host="),
+                    "{path} shows the masked connection: {text}"
+                );
+            }
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::failure::Failure;
 use crate::render::{page, segment};
 use crate::state::App;
 use crate::stats::{self, age, QueueRow};
+use crate::urls::shown_in;
 
 const WORKERS: &str = include_str!("../../queries/workers.sql");
 
@@ -121,7 +122,9 @@ async fn workers(app: &App, database: &str) -> Result<Vec<Worker>, Failure> {
             last_active_at: row.get("last_active_at"),
             jobs_delivered: row.get("jobs_delivered"),
             jobs_failed: row.get("jobs_failed"),
-            last_error: row.get("last_error"),
+            last_error: row
+                .get::<_, Option<String>>("last_error")
+                .map(|e| shown_in(&e)),
         })
         .collect())
 }

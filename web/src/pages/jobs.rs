@@ -12,8 +12,10 @@ use crate::databases::Client;
 use crate::failure::Failure;
 use crate::pages::{Note, STATUSES};
 use crate::render::{page, segment};
+use crate::rights::Rights;
 use crate::security::Session;
 use crate::state::App;
+use crate::urls::shown_in;
 
 const JOBS: &str = include_str!("../../queries/jobs.sql");
 const JOB: &str = include_str!("../../queries/job.sql");
@@ -64,7 +66,9 @@ impl From<&tokio_postgres::Row> for Row {
             enqueued_at: row.get("enqueued_at"),
             finished_at: row.get("finished_at"),
             payload: row.get("payload"),
-            last_error: row.get("last_error"),
+            last_error: row
+                .get::<_, Option<String>>("last_error")
+                .map(|e| shown_in(&e)),
             group_key: row.get("group_key"),
         }
     }
@@ -216,10 +220,21 @@ pub async fn show(
             "no job {id} in database {db:?} (it may have been cleaned up)"
         )));
     };
+    let rights = Rights::of_jobs(&client).await?;
     let queue: String = row.get("queue");
     let status: String = row.get("status");
     let db_link = format!("/db/{}", segment(&db));
     let field = |name: &str| row.get::<_, Option<String>>(name);
+    let retryable = status == "failed" || status == "cancelled";
+    let cancellable = status == "pending" || status == "processing";
+    // (said when the status would allow an action that the role may not call)
+    let not_offered = if retryable && !rights.retry {
+        Some("queue_retry")
+    } else if cancellable && !rights.cancel {
+        Some("queue_cancel")
+    } else {
+        None
+    };
     Ok(page(
         "job.html",
         context! {
@@ -230,12 +245,13 @@ pub async fn show(
             db,
             id,
             queue,
-            can_retry => status == "failed" || status == "cancelled",
-            can_cancel => status == "pending" || status == "processing",
+            can_retry => retryable && rights.retry,
+            can_cancel => cancellable && rights.cancel,
+            not_offered,
             status,
             payload => field("payload"),
             headers => field("headers"),
-            last_error => field("last_error"),
+            last_error => field("last_error").map(|e| shown_in(&e)),
             priority => row.get::<_, i32>("priority"),
             attempts => row.get::<_, i32>("attempts"),
             max_attempts => row.get::<_, i32>("max_attempts"),

@@ -2,6 +2,7 @@
 
 pub mod actions;
 pub mod cluster;
+pub mod confirm;
 pub mod jobs;
 pub mod queue;
 
@@ -13,6 +14,8 @@ use serde::Deserialize;
 pub struct Note {
     pub done: Option<String>,
     pub n: Option<i64>,
+    /// A purge: the jobs its confirmation page counted.
+    pub counted: Option<i64>,
 }
 
 impl Note {
@@ -23,7 +26,12 @@ impl Note {
             "not-retried" => "Not retried: only a failed or cancelled job can be (or another unfinished job holds its dedup key).".to_string(),
             "cancelled" => "Cancelled.".to_string(),
             "not-cancelled" => "Not cancelled: only a pending or processing job can be.".to_string(),
-            "purged" => format!("Purged {n} jobs."),
+            "purged" => match self.counted {
+                Some(counted) if counted != n => format!(
+                    "Purged {n} jobs ({counted} when you confirmed: the queue changed meanwhile)."
+                ),
+                _ => format!("Purged {n} jobs."),
+            },
             "paused" => "Paused: nothing is claimed or delivered until it is resumed.".to_string(),
             "resumed" => "Resumed.".to_string(),
             "ran" => format!("The schedule enqueued job {n}."),

@@ -14,9 +14,11 @@ use crate::databases::Client;
 use crate::failure::Failure;
 use crate::pages::{Note, STATUSES};
 use crate::render::{page, segment};
+use crate::rights::Rights;
 use crate::security::Session;
 use crate::state::App;
 use crate::stats::{self, age};
+use crate::urls::shown;
 
 const OPTIONS: &str = include_str!("../../queries/options.sql");
 const WEBHOOK: &str = include_str!("../../queries/webhook.sql");
@@ -90,7 +92,7 @@ async fn webhook(client: &Client, queue: &str) -> Result<Option<Webhook>, Failur
         .query_opt(WEBHOOK, &[&queue])
         .await?
         .map(|row| Webhook {
-            url: row.get("url"),
+            url: shown(&row.get::<_, String>("url")),
             header_names: row.get("header_names"),
             timeout: row.get("timeout"),
             signed: row.get("signed"),
@@ -161,8 +163,16 @@ pub async fn show(
     };
     let db_link = format!("/db/{}", segment(&db));
     let link = format!("{db_link}/queue/{}", segment(&queue));
-    let (options, options_error) = split(options(&client, &queue).await);
-    let (webhook, _) = split(webhook(&client, &queue).await);
+    let rights = Rights::of_queue(&client, &queue).await?;
+    // (the options and the webhook are in the extension owner's tables: a
+    // role that may not read them is told so, not shown the refusal)
+    let (options, options_error, webhook) = if rights.reads_queues {
+        let (options, options_error) = split(options(&client, &queue).await);
+        let (webhook, _) = split(webhook(&client, &queue).await);
+        (options, options_error, webhook)
+    } else {
+        (Vec::new(), None, None)
+    };
     let (groups, groups_error) = split(groups(&client, &queue).await);
     let (schedules, schedules_error) = split(schedules(&client, &db_link, &queue).await);
     drop(client);
@@ -208,6 +218,7 @@ pub async fn show(
             charts => vec![throughput, backlog],
             sample_secs => app.samples.interval.as_secs(),
             statuses => STATUSES,
+            rights,
             note => note.text(),
             csrf => app.security.csrf_token(&session),
             read_only => app.security.read_only,

@@ -14,6 +14,8 @@ pub use queue_client_tests::{Client, Cluster, DB};
 pub struct Web {
     child: Child,
     pub base: String,
+    /// The line it printed first, which says where it listens.
+    pub first_line: String,
 }
 
 /// The connection URL of `user` to `db` in `cluster` (its Unix socket).
@@ -51,7 +53,16 @@ impl Web {
             .unwrap_or_else(|| panic!("queue-web says where it listens: {line:?}"))
             .trim_end_matches('/')
             .to_string();
-        Web { child, base }
+        Web {
+            child,
+            base,
+            first_line: line,
+        }
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.base.rsplit(':').next().unwrap().parse().unwrap()
     }
 
     /// A new browser-like session.
@@ -95,11 +106,17 @@ impl Page {
 
     /// The value of the page's first CSRF field.
     pub fn csrf(&self) -> String {
+        self.field("csrf")
+    }
+
+    /// The value of the page's first form field `name`.
+    pub fn field(&self, name: &str) -> String {
+        let marker = format!("name=\"{name}\" value=\"");
         let at = self
             .html
-            .find("name=\"csrf\" value=\"")
-            .expect("the page has a form with a CSRF token");
-        let rest = &self.html[at + "name=\"csrf\" value=\"".len()..];
+            .find(&marker)
+            .unwrap_or_else(|| panic!("no field {name} in {}", self.text()));
+        let rest = &self.html[at + marker.len()..];
         rest[..rest.find('"').unwrap()].to_string()
     }
 
@@ -146,12 +163,36 @@ impl Session {
     }
 
     pub fn get(&mut self, path: &str) -> Page {
-        let request = self.http.get(format!("{}{path}", self.base));
+        self.get_with(path, &[])
+    }
+
+    /// GET with `headers` added (or, for Host, replaced).
+    pub fn get_with(&mut self, path: &str, headers: &[(&str, &str)]) -> Page {
+        let mut request = self.http.get(format!("{}{path}", self.base));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
         self.send(request)
     }
 
+    /// POST `form` from one of queue-web's own pages, as a browser sends
+    /// it: with the page's Origin.
     pub fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
-        let request = self.http.post(format!("{}{path}", self.base)).form(form);
+        let origin = self.base.clone();
+        self.post_with(path, form, &[("origin", &origin)])
+    }
+
+    /// POST `form` with `headers` only (no Origin unless among them).
+    pub fn post_with(
+        &mut self,
+        path: &str,
+        form: &[(&str, &str)],
+        headers: &[(&str, &str)],
+    ) -> Page {
+        let mut request = self.http.post(format!("{}{path}", self.base)).form(form);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
         self.send(request)
     }
 

@@ -1,0 +1,11 @@
+-- What the connecting role may call: EXECUTE on each action's function
+-- (retry and cancel are open to PUBLIC unless a DBA revoked them), false
+-- for one this version of the extension lacks; and whether it may read
+-- queue_queues, where each queue's owner is kept.
+SELECT coalesce(has_function_privilege(to_regprocedure('queue_retry(bigint)'), 'EXECUTE'), false) AS retry,
+       coalesce(has_function_privilege(to_regprocedure('queue_cancel(bigint)'), 'EXECUTE'), false) AS cancel,
+       coalesce(has_function_privilege(to_regprocedure('queue_pause(text)'), 'EXECUTE'), false) AS pause,
+       coalesce(has_function_privilege(to_regprocedure('queue_resume(text)'), 'EXECUTE'), false) AS resume,
+       coalesce(has_function_privilege(to_regprocedure('queue_purge(text, text)'), 'EXECUTE'), false) AS purge,
+       coalesce(has_function_privilege(to_regprocedure('queue_run_schedule(text)'), 'EXECUTE'), false) AS run_schedule,
+       has_table_privilege('queue_queues', 'SELECT') AS reads_queues
