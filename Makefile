@@ -18,34 +18,53 @@ TEST_PGDATA ?= /tmp/queue-test-pgdata-$(PGVER)
 # 0.2.0's is beside it)
 OLD_LIBDIR := $(CURDIR)/target/old-release/0.1.0/lib
 
-.PHONY: setup install install-debug test test-version unit regress client web old-release \
-        pg-upgrade demo clean
+.PHONY: setup install install-debug test test-version unit regress isolation client web \
+        old-release pg-upgrade demo clean test-times
 
 ## setup: system packages, PostgreSQL 18 built from source, cargo-pgrx and its init (each skipped when done)
 setup:
 	scripts/setup.sh
 
+# The installed library is moved aside before the new one is written: a
+# server that has it loaded keeps its copy (overwritten in place, it would
+# die of SIGBUS).
+SET_LIBRARY_ASIDE = lib=$$($(PG_CONFIG) --pkglibdir)/queue.so; \
+	if [ -f "$$lib" ]; then mv -f "$$lib" "$$lib.old"; fi
+
 ## install: build (release) and install the extension into PG_CONFIG's PostgreSQL
 install: setup
+	@$(SET_LIBRARY_ASIDE)
 	cargo pgrx install --release --pg-config $(PG_CONFIG)
 
 install-debug: setup
+	@$(SET_LIBRARY_ASIDE)
 	cargo pgrx install --pg-config $(PG_CONFIG)
 
-## test: every test tier on every version of PG_VERSIONS (PG_VERSIONS=15 for one), then pg_upgrade from 15 to 18
+# Where make test keeps what its time went to (scripts/test-times.py):
+# the clusters' starts and cargo-nextest's JUnit reports.
+TIMES := $(CURDIR)/target/test-times
+export QUEUE_TEST_TIMINGS := $(TIMES)/clusters.tsv
+
+## test: every test tier on every version of PG_VERSIONS (PG_VERSIONS=15 for one), then pg_upgrade from 15 to 18; ends with the slowest tests and cluster starts
 test: setup
+	@rm -rf $(TIMES) && mkdir -p $(TIMES)
 	@for v in $(PG_VERSIONS); do \
-	    echo "== PostgreSQL $$v: unit and #[pg_test], golden SQL tests, client tests"; \
+	    echo "== PostgreSQL $$v: unit and #[pg_test], golden SQL, isolation specs, client and dashboard tests"; \
 	    $(MAKE) --no-print-directory test-version PG_CONFIG=$$($(MAKE) -s pg-config-of V=$$v) || exit 1; \
 	done
 	@case " $(PG_VERSIONS) " in *" 15 "*) case " $(PG_VERSIONS) " in *" 18 "*) \
 	    $(MAKE) --no-print-directory pg-upgrade ;; esac ;; esac
+	@$(MAKE) --no-print-directory test-times
+
+## test-times: the ten slowest tests and cluster starts of the last make test
+test-times:
+	@scripts/test-times.py $(QUEUE_TEST_TIMINGS) $(wildcard $(TIMES)/*.xml)
 
 pg-config-of:
 	@case "$(V)" in 15) echo $(PG15_CONFIG) ;; 18) echo $(PG18_CONFIG) ;; \
 	    *) echo "PG_VERSIONS: 15 and 18 are supported, not $(V)" >&2; exit 1 ;; esac
 
-test-version: unit regress client web
+test-version: unit regress isolation client web
 
 unit: setup
 	@if [ "$$(id -u)" -eq 0 ]; then install -d -o postgres -g postgres $(TEST_PGDATA); fi
@@ -54,17 +73,27 @@ unit: setup
 regress: install-debug
 	scripts/regress.sh
 
-# The updates from 0.1.0 and 0.2.0 run on 15, where the releases are built.
+isolation: install-debug
+	scripts/isolation.sh
+
+# The client tests, side by side (cargo-nextest, .config/nextest.toml); one:
+# make client T=name (a test name or part of one). The updates from the
+# releases run on 15, where the releases are built.
+CLIENT_FILTER := not binary(pg_upgrade) $(if $(filter 15,$(PGVER)),,and not test(/^an_update_from_0_/))
 client: install-debug
 	@if [ "$(PGVER)" = 15 ]; then $(MAKE) --no-print-directory old-release; fi
-	QUEUE_OLD_LIBDIR=$(OLD_LIBDIR) cargo test -p queue-client-tests -- --test-threads=1 \
-	    --skip pg_upgrade_from_15_to_18 $(if $(filter 15,$(PGVER)),,--skip an_update_from_0_)
+	@mkdir -p $(TIMES)
+	QUEUE_OLD_LIBDIR=$(OLD_LIBDIR) cargo nextest run -p queue-client-tests --no-fail-fast \
+	    -E '$(CLIENT_FILTER)' $(T); rc=$$?; \
+	    cp target/nextest/default/junit.xml $(TIMES)/client-pg$(PGVER).xml 2>/dev/null; exit $$rc
 
 # The dashboard's server tests and its headless Chromium test (web/tests),
 # on clusters of the client tests' harness; screenshots in
 # target/queue-web-screenshots/.
 web: install-debug
-	cargo test -p queue-web -- --test-threads=1
+	@mkdir -p $(TIMES)
+	cargo nextest run -p queue-web --no-fail-fast $(T); rc=$$?; \
+	    cp target/nextest/default/junit.xml $(TIMES)/web-pg$(PGVER).xml 2>/dev/null; exit $$rc
 
 ## old-release: the released 0.1.0 and 0.2.0 built from their commits (for the upgrade tests; once)
 old-release: setup
@@ -72,10 +101,12 @@ old-release: setup
 
 ## pg-upgrade: pg_upgrade of a 15 cluster with queues to 18 (the extension installed into both)
 pg-upgrade: setup
-	cargo pgrx install --pg-config $(PG15_CONFIG)
-	cargo pgrx install --pg-config $(PG18_CONFIG)
+	$(MAKE) --no-print-directory install-debug PG_CONFIG=$(PG15_CONFIG)
+	$(MAKE) --no-print-directory install-debug PG_CONFIG=$(PG18_CONFIG)
 	QUEUE_PG15_CONFIG=$(PG15_CONFIG) QUEUE_PG18_CONFIG=$(PG18_CONFIG) \
-	    cargo test -p queue-client-tests --test pg_upgrade -- --test-threads=1
+	    cargo nextest run -p queue-client-tests --test pg_upgrade; rc=$$?; \
+	    mkdir -p $(TIMES); cp target/nextest/default/junit.xml $(TIMES)/pg-upgrade.xml 2>/dev/null; \
+	    exit $$rc
 
 ## demo: install, start a throwaway cluster, show a queue at work and the dashboard (queue-web) beside it for a few seconds, stop it
 demo: install

@@ -4,7 +4,7 @@
 # `cargo pgrx test --runas`, Chromium for the dashboard's browser test, PostgreSQL 18 built from source in
 # /usr/local/pgsql-18 (scripts/pg18.sh: Debian 12 has no 18), and cargo-pgrx
 # 0.18.1 initialised for both, and the clients that the README's snippets are
-# tested with (psycopg 3, node-postgres). Each step is skipped when already
+# tested with (psycopg 3, node-postgres), and cargo-nextest. Each step is skipped when already
 # done. Needs root (or sudo) for the packages.
 set -euo pipefail
 
@@ -48,6 +48,13 @@ scripts/pg18.sh
 if ! cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then
     echo "installing cargo-pgrx $PGRX_VERSION (a few minutes, once)"
     cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
+fi
+
+# cargo-nextest runs the client and dashboard tests side by side (make
+# test); rustup's toolchain on these machines has it, a bare one may not.
+if ! cargo nextest --version >/dev/null 2>&1; then
+    echo "installing cargo-nextest (a few minutes, once)"
+    cargo install cargo-nextest --locked
 fi
 
 if [ -n "${PG_CONFIG:-}" ] && "$PG_CONFIG" --version 2>/dev/null | grep -q '^PostgreSQL 15\.'; then

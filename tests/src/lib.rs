@@ -3,7 +3,13 @@
 //!
 //! A cluster lives in its own directory under /tmp, listens only on a Unix
 //! socket there, and is stopped and removed when dropped. When the tests run
-//! as root the server runs as `postgres`, which PostgreSQL requires.
+//! as root the server runs as `postgres`, which PostgreSQL requires. Its
+//! data directory is a copy of one `initdb` made once per PostgreSQL build
+//! (`template`), and it runs with `fsync = off` unless a test asks for
+//! `DURABLE` (those that stop a server the hard way or fail over). Tests
+//! run side by side (make test runs them with cargo-nextest), each on its
+//! own cluster. With QUEUE_TEST_TIMINGS set, each cluster's start is
+//! written to that file (scripts/test-times.py sums them up).
 
 pub mod receiver;
 
@@ -16,6 +22,11 @@ pub use postgres::{Client, NoTls};
 
 const PORT: u16 = 5432;
 pub const DB: &str = "queue_test";
+
+/// A setting for a cluster whose durability the test checks (a crash, an
+/// immediate stop, a failover): WAL and data flushed to disk, as in
+/// production. Others run without (`fsync = off`), which is faster.
+pub const DURABLE: &str = "fsync = on";
 
 pub struct Cluster {
     dir: PathBuf,
@@ -100,6 +111,7 @@ impl Cluster {
     /// `start_bare`, with more arguments for initdb.
     pub fn start_bare_with(pg_config: &str, initdb: &[&str], settings: &[&str]) -> Cluster {
         static SEQ: AtomicU32 = AtomicU32::new(0);
+        let started = Instant::now();
         let bindir = Command::new(pg_config)
             .arg("--bindir")
             .output()
@@ -112,18 +124,14 @@ impl Cluster {
         ));
         server_writable_dir(&dir);
         let cluster = Cluster { dir, bin };
-        run({
-            let mut c = as_owner(&cluster.bin.join("initdb"));
-            c.arg("-D")
-                .arg(cluster.data())
-                .args(["-A", "trust", "-U", "postgres"]);
-            c.args(["--locale=C.UTF-8", "-E", "UTF8", "--no-sync"]);
-            c.args(initdb);
-            c
-        });
+        if initdb.is_empty() {
+            copy_data_dir(&template(&cluster.bin), &cluster.data());
+        } else {
+            run(initdb_command(&cluster.bin, &cluster.data(), initdb));
+        }
         let conf = format!(
             "port = {PORT}\nlisten_addresses = ''\nunix_socket_directories = '{}'\n\
-             shared_preload_libraries = 'queue'\nmax_connections = 50\nfsync = on\n",
+             shared_preload_libraries = 'queue'\nmax_connections = 50\nfsync = off\n",
             cluster.dir.display()
         );
         let path = cluster.data().join("postgresql.conf");
@@ -134,7 +142,8 @@ impl Cluster {
             text.push('\n');
         }
         std::fs::write(&path, text).unwrap();
-        cluster.start_server();
+        cluster.start_server_untimed();
+        record_timing("cluster", started.elapsed());
         cluster
     }
 
@@ -162,6 +171,7 @@ impl Cluster {
     /// started, with `settings` added: its own socket directory, the same
     /// preload.
     pub fn standby(&self, settings: &[&str]) -> Cluster {
+        self.assert_durable("a standby");
         let standby = self.base_backup(&["-R"]);
         standby.own_socket(settings);
         standby.start_server();
@@ -171,6 +181,7 @@ impl Cluster {
     /// A base backup of this cluster (`pg_basebackup -X stream` and
     /// `options`) in a cluster directory of its own, not started.
     pub fn base_backup(&self, options: &[&str]) -> Cluster {
+        self.assert_durable("a base backup");
         let backup = self.sibling();
         run({
             let mut c = as_owner(&self.bin.join("pg_basebackup"));
@@ -313,6 +324,12 @@ impl Cluster {
 
     /// Starts the server of an existing cluster (after `crash`, say).
     pub fn start_server(&self) {
+        let started = Instant::now();
+        self.start_server_untimed();
+        record_timing("server start", started.elapsed());
+    }
+
+    fn start_server_untimed(&self) {
         run({
             let mut c = as_owner(&self.bin.join("pg_ctl"));
             c.arg("-D")
@@ -327,9 +344,29 @@ impl Cluster {
         });
     }
 
+    /// Whether the cluster was started `DURABLE` (its last `fsync` line).
+    fn durable(&self) -> bool {
+        let conf = std::fs::read_to_string(self.data().join("postgresql.conf")).unwrap();
+        conf.lines()
+            .filter_map(|l| l.trim().strip_prefix("fsync"))
+            .filter_map(|rest| rest.trim().strip_prefix('='))
+            .next_back()
+            .is_some_and(|v| v.trim() == "on")
+    }
+
+    /// A test of a crash or a failover checks durability: it runs on a
+    /// cluster started `DURABLE`, never on one without fsync.
+    fn assert_durable(&self, what: &str) {
+        assert!(
+            self.durable(),
+            "{what}: start this test's cluster with queue_client_tests::DURABLE"
+        );
+    }
+
     /// Stops the server the hard way: every process killed, no checkpoint,
     /// as in a power cut. The next start runs crash recovery.
     pub fn crash(&self) {
+        self.assert_durable("a crash");
         run({
             let mut c = as_owner(&self.bin.join("pg_ctl"));
             c.arg("-D")
@@ -375,6 +412,84 @@ impl Cluster {
                 Err(e) => panic!("cannot connect to the test cluster: {e}"),
             }
         }
+    }
+}
+
+/// initdb of a new data directory `data` with `args` added.
+fn initdb_command(bin: &Path, data: &Path, args: &[&str]) -> Command {
+    let mut c = as_owner(&bin.join("initdb"));
+    c.arg("-D")
+        .arg(data)
+        .args(["-A", "trust", "-U", "postgres"]);
+    c.args(["--locale=C.UTF-8", "-E", "UTF8", "--no-sync"]);
+    c.args(args);
+    c
+}
+
+/// The data directory every cluster of the PostgreSQL in `bin` starts from:
+/// an `initdb` made once (per build of the server: its version and
+/// directory name it) and kept under /tmp, so that each test copies it in a
+/// fraction of initdb's time. Made beside its place and renamed into it, so
+/// that tests starting at once never see half of one.
+fn template(bin: &Path) -> PathBuf {
+    let version = Command::new(bin.join("postgres"))
+        .arg("--version")
+        .output()
+        .expect("postgres --version runs");
+    let mut key = String::from_utf8_lossy(&version.stdout).into_owned();
+    key.push_str(&bin.display().to_string());
+    let hash = key.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    });
+    let place = PathBuf::from(format!("/tmp/queue-template-{hash:016x}"));
+    if place.join("data").join("PG_VERSION").exists() {
+        return place;
+    }
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let making = PathBuf::from(format!(
+        "{}.{}.{}",
+        place.display(),
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst)
+    ));
+    server_writable_dir(&making);
+    run(initdb_command(bin, &making.join("data"), &[]));
+    if std::fs::rename(&making, &place).is_err() {
+        // another test made it first
+        let _ = std::fs::remove_dir_all(&making);
+    }
+    place
+}
+
+/// A copy of the template's data directory at `data`, owned as initdb left
+/// it.
+fn copy_data_dir(template: &Path, data: &Path) {
+    run({
+        let mut c = Command::new("cp");
+        c.arg("-a").arg(template.join("data")).arg(data);
+        c
+    });
+}
+
+/// Appends what took `took` (a cluster's start) to the file that
+/// QUEUE_TEST_TIMINGS names, with the test's name: `kind`, test, seconds.
+fn record_timing(kind: &str, took: Duration) {
+    let Ok(path) = std::env::var("QUEUE_TEST_TIMINGS") else {
+        return;
+    };
+    let test = std::env::var("NEXTEST_TEST_NAME")
+        .ok()
+        .or_else(|| std::thread::current().name().map(str::to_string))
+        .unwrap_or_else(|| "?".into());
+    let binary = std::env::var("NEXTEST_BINARY_ID").unwrap_or_default();
+    let line = format!("{kind}\t{binary} {test}\t{:.3}\n", took.as_secs_f64());
+    use std::io::Write;
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = file.write_all(line.as_bytes());
     }
 }
 

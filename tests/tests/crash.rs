@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use queue_client_tests::{complete, ids, one, Client, Cluster};
+use queue_client_tests::{complete, ids, one, Client, Cluster, DURABLE};
 
 /// What the clients know of the work they sent, by outcome of its COMMIT.
 #[derive(Default)]
@@ -88,7 +88,7 @@ fn consumer(mut client: Client, ledger: Arc<Mutex<Ledger>>, stop: Arc<AtomicBool
 
 #[test]
 fn no_committed_job_is_lost_and_no_completed_job_comes_back() {
-    let cluster = Cluster::start();
+    let cluster = Cluster::start_with(&[DURABLE]);
     let mut admin = cluster.connect();
     admin
         .batch_execute("SELECT queue_create('crash', lease => '1 hour')")

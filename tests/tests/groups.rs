@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queue_client_tests::receiver::Receiver;
-use queue_client_tests::{claim, complete_all, eventually, one, waits_for_a_lock, Client, Cluster};
+use queue_client_tests::{
+    claim, complete_all, eventually, one, waits_for_a_lock, Client, Cluster, DURABLE,
+};
 
 /// A small deterministic random number generator (xorshift), so that a
 /// failing run can be read again: each thread seeds its own.
@@ -391,7 +393,8 @@ fn check_order(client: &mut Client) -> usize {
 /// A cluster with the consumers' log and the ordered queue `ord` (leases
 /// of a second, retries at once, `more` options) holding 200 groups of 10.
 fn ordered_queue_of_two_hundred_groups(more: &str) -> (Cluster, Client) {
-    let cluster = Cluster::start();
+    // (one of its tests stops the server the hard way)
+    let cluster = Cluster::start_with(&[DURABLE]);
     let mut client = cluster.connect();
     client.batch_execute(LOG).unwrap();
     client

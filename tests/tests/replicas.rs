@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use postgres::error::SqlState;
 use queue_client_tests::receiver::{Receiver, Reply};
-use queue_client_tests::{eventually, one, Client, Cluster};
+use queue_client_tests::{eventually, one, Client, Cluster, DURABLE};
 
 /// Waits until the standby has replayed everything the primary wrote so
 /// far.
@@ -90,7 +90,7 @@ const CHANGES: &[&str] = &[
 #[test]
 fn a_standby_reads_refuses_changes_with_25006_and_serves_once_promoted() {
     // (the primary delivers nothing, so that the standby has work waiting)
-    let primary = Cluster::start_with(&["queue.enabled = off"]);
+    let primary = Cluster::start_with(&["queue.enabled = off", DURABLE]);
     let mut admin = primary.connect();
     admin.batch_execute(EFFECTS).unwrap();
     admin
@@ -223,7 +223,12 @@ fn a_failover_to_a_synchronous_standby_loses_nothing() {
     // (pg_rewind reads the old primary's WAL back to the checkpoint before
     // the point where the two diverged: the crash recovery it runs first
     // must not recycle it)
-    let primary = Cluster::start_with(&[&allow, "wal_log_hints = on", "wal_keep_size = '1GB'"]);
+    let primary = Cluster::start_with(&[
+        &allow,
+        "wal_log_hints = on",
+        "wal_keep_size = '1GB'",
+        DURABLE,
+    ]);
     let mut admin = primary.connect();
     admin.batch_execute(EFFECTS).unwrap();
     admin
@@ -452,6 +457,7 @@ fn a_point_in_time_recovery_keeps_jobs_and_recovers_those_in_flight() {
         &archive_command,
         "queue.sender_timeout = 0",
         "cluster_name = 'primary'",
+        DURABLE,
     ]);
     let mut admin = primary.connect();
     admin

@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 
-use queue_client_tests::{enqueue_many, eventually, one, Client, Cluster, NoTls, DB};
+use queue_client_tests::{enqueue_many, eventually, one, Client, Cluster, NoTls, DB, DURABLE};
 
 /// (status, count) of the jobs of `queue`.
 fn statuses(client: &mut Client, queue: &str) -> Vec<(String, i64)> {
@@ -511,7 +511,7 @@ fn a_search_path_hijack_is_never_executed() {
 
 #[test]
 fn a_crash_during_delivery_loses_nothing_and_duplicates_nothing() {
-    let cluster = Cluster::start();
+    let cluster = Cluster::start_with(&[DURABLE]);
     let mut client = cluster.connect();
     setup(&mut client);
     client

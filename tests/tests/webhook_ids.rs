@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use queue_client_tests::receiver::{Receiver, Reply};
-use queue_client_tests::{eventually, one, Client, Cluster, DB};
+use queue_client_tests::{eventually, one, Client, Cluster, DB, DURABLE};
 
 fn allow(receiver: &Receiver) -> String {
     format!("queue.webhook_allow = 'http://127.0.0.1:{}'", receiver.port)
@@ -175,7 +175,7 @@ fn a_restore_into_another_cluster_keeps_the_ids_and_new_jobs_differ() {
 #[test]
 fn an_asynchronous_failover_that_lost_jobs_gives_new_jobs_new_ids() {
     let receiver = Receiver::start();
-    let primary = Cluster::start_with(&[&allow(&receiver)]);
+    let primary = Cluster::start_with(&[&allow(&receiver), DURABLE]);
     let mut client = primary.connect();
     webhook_queue(&mut client, &receiver, "/failover");
     let standby = primary.standby(&[]);

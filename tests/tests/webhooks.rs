@@ -4,14 +4,15 @@
 //! queue, and an allow-list entry removed by a DBA.
 
 use queue_client_tests::receiver::{Receiver, Reply};
-use queue_client_tests::{eventually, one, Client, Cluster};
+use queue_client_tests::{eventually, one, Client, Cluster, DURABLE};
 
 /// A cluster whose allow list names the receiver, literally.
 fn cluster_for(receiver: &Receiver) -> Cluster {
-    Cluster::start_with(&[&format!(
-        "queue.webhook_allow = 'http://127.0.0.1:{}'",
-        receiver.port
-    )])
+    Cluster::start_with(&[&allow(receiver)])
+}
+
+fn allow(receiver: &Receiver) -> String {
+    format!("queue.webhook_allow = 'http://127.0.0.1:{}'", receiver.port)
 }
 
 fn status(client: &mut Client, id: i64) -> String {
@@ -488,7 +489,7 @@ fn a_hung_endpoint_gives_its_slot_up_to_another_database() {
 #[test]
 fn an_immediate_stop_mid_delivery_loses_no_job() {
     let receiver = Receiver::start();
-    let cluster = cluster_for(&receiver);
+    let cluster = Cluster::start_with(&[&allow(&receiver), DURABLE]);
     let mut client = cluster.connect();
     client
         .batch_execute(&format!(
