@@ -3,6 +3,8 @@
 # every tier on each version of PG_VERSIONS.
 # PG18_PREFIX is where `make setup` builds PostgreSQL 18 (CI builds it anew
 # into a throwaway prefix on every run).
+# (bash: pipefail where a tier's output is piped)
+SHELL := /bin/bash
 PG15_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 PG18_PREFIX ?= /usr/local/pgsql-18
 PG18_CONFIG ?= $(PG18_PREFIX)/bin/pg_config
@@ -45,16 +47,20 @@ install-debug: setup
 TIMES := $(CURDIR)/target/test-times
 export QUEUE_TEST_TIMINGS := $(TIMES)/clusters.tsv
 
-## test: every test tier on every version of PG_VERSIONS (PG_VERSIONS=15 for one), then pg_upgrade from 15 to 18; ends with the slowest tests and cluster starts
+## test: every test tier on every version of PG_VERSIONS (PG_VERSIONS=15 for one), both at once, then pg_upgrade from 15 to 18; ends with the slowest tests and cluster starts
 test: setup
 	@rm -rf $(TIMES) && mkdir -p $(TIMES)
-	@for v in $(PG_VERSIONS); do \
-	    echo "== PostgreSQL $$v: unit and #[pg_test], golden SQL, isolation specs, client and dashboard tests"; \
-	    $(MAKE) --no-print-directory test-version PG_CONFIG=$$($(MAKE) -s pg-config-of V=$$v) || exit 1; \
-	done
+	@$(MAKE) --no-print-directory -j2 $(addprefix test-pg,$(PG_VERSIONS))
 	@case " $(PG_VERSIONS) " in *" 15 "*) case " $(PG_VERSIONS) " in *" 18 "*) \
 	    $(MAKE) --no-print-directory pg-upgrade ;; esac ;; esac
 	@$(MAKE) --no-print-directory test-times
+
+# One version's tiers, one after another, each line of its output marked
+# with the version (make test runs the versions side by side).
+test-pg%:
+	@echo "== PostgreSQL $*: unit and #[pg_test], golden SQL, isolation specs, client and dashboard tests"
+	@set -o pipefail; $(MAKE) --no-print-directory test-version \
+	    PG_CONFIG=$$($(MAKE) -s pg-config-of V=$*) 2>&1 | sed -u 's/^/[pg$*] /'
 
 ## test-times: the ten slowest tests and cluster starts of the last make test
 test-times:
@@ -64,36 +70,36 @@ pg-config-of:
 	@case "$(V)" in 15) echo $(PG15_CONFIG) ;; 18) echo $(PG18_CONFIG) ;; \
 	    *) echo "PG_VERSIONS: 15 and 18 are supported, not $(V)" >&2; exit 1 ;; esac
 
-test-version: unit regress isolation client web
+test-version: unit regress isolation client
 
 unit: setup
 	@if [ "$$(id -u)" -eq 0 ]; then install -d -o postgres -g postgres $(TEST_PGDATA); fi
 	cargo pgrx test pg$(PGVER) --runas postgres --pgdata $(TEST_PGDATA)
 
+# (each version's temporary instances on ports of their own: make test runs
+# the versions side by side)
 regress: install-debug
-	scripts/regress.sh
+	QUEUE_REGRESS_PORT=54$(PGVER)1 scripts/regress.sh
 
 isolation: install-debug
-	scripts/isolation.sh
+	QUEUE_ISOLATION_PORT=54$(PGVER)2 scripts/isolation.sh
 
-# The client tests, side by side (cargo-nextest, .config/nextest.toml); one:
-# make client T=name (a test name or part of one). The updates from the
+# The client tests and the dashboard's (server and headless Chromium:
+# web/tests, screenshots in target/queue-web-screenshots/), side by side
+# (cargo-nextest, .config/nextest.toml, a profile per version); one: make
+# client T=name (a test name or part of one). The updates from the
 # releases run on 15, where the releases are built.
 CLIENT_FILTER := not binary(pg_upgrade) $(if $(filter 15,$(PGVER)),,and not test(/^an_update_from_0_/))
 client: install-debug
 	@if [ "$(PGVER)" = 15 ]; then $(MAKE) --no-print-directory old-release; fi
 	@mkdir -p $(TIMES)
-	QUEUE_OLD_LIBDIR=$(OLD_LIBDIR) cargo nextest run -p queue-client-tests --no-fail-fast \
-	    -E '$(CLIENT_FILTER)' $(T); rc=$$?; \
-	    cp target/nextest/default/junit.xml $(TIMES)/client-pg$(PGVER).xml 2>/dev/null; exit $$rc
+	QUEUE_OLD_LIBDIR=$(OLD_LIBDIR) cargo nextest run --profile pg$(PGVER) \
+	    -p queue-client-tests -p queue-web --no-fail-fast -E '$(CLIENT_FILTER)' $(T); rc=$$?; \
+	    cp target/nextest/pg$(PGVER)/junit.xml $(TIMES)/client-pg$(PGVER).xml 2>/dev/null; exit $$rc
 
-# The dashboard's server tests and its headless Chromium test (web/tests),
-# on clusters of the client tests' harness; screenshots in
-# target/queue-web-screenshots/.
+# The dashboard's tests alone.
 web: install-debug
-	@mkdir -p $(TIMES)
-	cargo nextest run -p queue-web --no-fail-fast $(T); rc=$$?; \
-	    cp target/nextest/default/junit.xml $(TIMES)/web-pg$(PGVER).xml 2>/dev/null; exit $$rc
+	cargo nextest run --profile pg$(PGVER) -p queue-web --no-fail-fast $(T)
 
 ## old-release: the released 0.1.0 and 0.2.0 built from their commits (for the upgrade tests; once)
 old-release: setup
@@ -104,8 +110,8 @@ pg-upgrade: setup
 	$(MAKE) --no-print-directory install-debug PG_CONFIG=$(PG15_CONFIG)
 	$(MAKE) --no-print-directory install-debug PG_CONFIG=$(PG18_CONFIG)
 	QUEUE_PG15_CONFIG=$(PG15_CONFIG) QUEUE_PG18_CONFIG=$(PG18_CONFIG) \
-	    cargo nextest run -p queue-client-tests --test pg_upgrade; rc=$$?; \
-	    mkdir -p $(TIMES); cp target/nextest/default/junit.xml $(TIMES)/pg-upgrade.xml 2>/dev/null; \
+	    cargo nextest run --profile upgrade -p queue-client-tests --test pg_upgrade; rc=$$?; \
+	    mkdir -p $(TIMES); cp target/nextest/upgrade/junit.xml $(TIMES)/pg-upgrade.xml 2>/dev/null; \
 	    exit $$rc
 
 ## demo: install, start a throwaway cluster, show a queue at work and the dashboard (queue-web) beside it for a few seconds, stop it
