@@ -166,7 +166,10 @@ CREATE TABLE queue_done (
     headers      jsonb,
     payload      jsonb NOT NULL,
     uid          uuid NOT NULL,
-    group_key    text
+    group_key    text,
+    -- What a succeeded job gave back (queue_complete's result, a sender's
+    -- jsonb, a webhook's response), kept as long as the job.
+    result       jsonb
 ) PARTITION BY LIST (slot);
 
 -- How many partitions queue_done has: with queue_done_slot's four-hour

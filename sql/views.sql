@@ -4,17 +4,17 @@ SELECT j.id, q.name AS queue,
        CASE j.state WHEN 'processing' THEN 'processing' ELSE 'pending' END AS status,
        j.payload, j.headers, j.priority, j.attempts, q.max_attempts, j.run_at,
        j.enqueued_at, NULL::timestamptz AS finished_at, j.last_error, j.worker,
-       j.lease_expires_at, j.dedup_key, j.group_key
+       j.lease_expires_at, j.dedup_key, j.group_key, NULL::jsonb AS result
   FROM queue_live j JOIN queue_queues q ON q.id = j.queue_id
 UNION ALL
 SELECT j.id, q.name, j.status, j.payload, j.headers, j.priority, j.attempts,
        q.max_attempts, j.run_at, j.enqueued_at, j.finished_at, j.last_error, j.worker,
-       NULL::timestamptz, j.dedup_key, j.group_key
+       NULL::timestamptz, j.dedup_key, j.group_key, j.result
   FROM queue_done j JOIN queue_queues q ON q.id = j.queue_id
 UNION ALL
 SELECT j.id, q.name, 'failed', j.payload, j.headers, j.priority, j.attempts,
        q.max_attempts, j.run_at, j.enqueued_at, j.finished_at, j.last_error, j.worker,
-       NULL::timestamptz, j.dedup_key, j.group_key
+       NULL::timestamptz, j.dedup_key, j.group_key, NULL::jsonb
   FROM queue_dead j JOIN queue_queues q ON q.id = j.queue_id;
 
 -- The row of one job; none for an id that does not exist (or no longer does).

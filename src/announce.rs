@@ -2,7 +2,8 @@
 //! the worker say what they did to a queue (jobs of it fall due, jobs of it
 //! ended, its rules changed); this module decides who is woken: the
 //! database's worker for a queue it delivers (worker/wake.rs), the
-//! consumers waiting in `queue_wait` for a pulled one (worker/waiters.rs).
+//! consumers waiting in `queue_wait` for a pulled one, and the sessions in
+//! `queue_await` for a job that ended (worker/waiters.rs).
 //! Nothing happens before the commit, and nothing after a rollback.
 
 use crate::jobs::{Ended, Failed};
@@ -28,8 +29,10 @@ pub fn jobs_ended(queue_id: i32, jobs: usize) {
     waiters::note_ended(queue_id, jobs);
 }
 
-/// Jobs that ended, each of its queue (`jobs_ended` queue by queue).
+/// Jobs that ended, each of its queue (`jobs_ended` queue by queue): their
+/// awaiters (queue_await) return, too.
 pub fn ended(jobs: &[Ended]) {
+    waiters::note_ended_jobs(jobs.iter().map(|job| job.id));
     let mut by_queue: Vec<(i32, usize)> = Vec::new();
     for job in jobs {
         match by_queue
@@ -46,7 +49,8 @@ pub fn ended(jobs: &[Ended]) {
 }
 
 /// An attempt of a job failed (`jobs::fail`): it may free a limit, and its
-/// retry falls due.
+/// retry falls due. (A job that failed for good was announced as ended by
+/// jobs::bury.)
 pub fn attempt_failed(failed: &Failed) {
     wake::on_commit(failed.wake);
     waiters::note_ended(failed.queue_id, 1);

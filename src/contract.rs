@@ -17,3 +17,11 @@ pub const WORKER_NAME: &str = "queue worker";
 
 /// The words of a schedule's `catch_up`, as errors quote them.
 pub const CATCH_UP_WORDS: &str = "'none', 'one' or 'all'";
+
+/// The largest result a job keeps (`queue_complete`'s, a sender's), in
+/// bytes of its jsonb: a megabyte, the least the contract allows.
+pub const MAX_RESULT_BYTES: usize = 1024 * 1024;
+
+/// How much of a webhook's response body its job keeps as its result
+/// (`{"status", "body", "truncated"}`), in bytes.
+pub const WEBHOOK_RESULT_BODY_BYTES: usize = 64 * 1024;

@@ -4,7 +4,9 @@
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
-use crate::contract::{CATCH_UP_WORDS, MAX_BATCH, NAME_RULE, STATUSES, WORKER_NAME};
+use crate::contract::{
+    CATCH_UP_WORDS, MAX_BATCH, MAX_RESULT_BYTES, NAME_RULE, STATUSES, WORKER_NAME,
+};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum QueueError {
@@ -131,10 +133,19 @@ pub enum QueueError {
     },
     /// queue_wait where it would hold a snapshot while it waits: inside a
     /// transaction block, or called from a function.
-    WaitInTransaction,
+    /// `queue_wait` or `queue_await` inside a transaction block.
+    WaitInTransaction {
+        procedure: &'static str,
+    },
     /// queue_wait without the preload: no shared memory for commits to
     /// find the waiters in.
-    WaitWithoutPreload,
+    WaitWithoutPreload {
+        procedure: &'static str,
+    },
+    /// A result larger than contract::MAX_RESULT_BYTES.
+    ResultTooLarge {
+        bytes: usize,
+    },
     /// A statement of the extension that does not match its declaration
     /// (queries.rs), or that SPI refused: a bug in the extension.
     StatementShape {
@@ -175,8 +186,9 @@ impl QueueError {
             QueueError::WebhookNotAllowed { .. } => ERRCODE_INSUFFICIENT_PRIVILEGE,
             QueueError::StatementShape { .. } => ERRCODE_INTERNAL_ERROR,
             QueueError::InRecovery => ERRCODE_READ_ONLY_SQL_TRANSACTION,
-            QueueError::WaitInTransaction => ERRCODE_ACTIVE_SQL_TRANSACTION,
-            QueueError::WaitWithoutPreload => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            QueueError::WaitInTransaction { .. } => ERRCODE_ACTIVE_SQL_TRANSACTION,
+            QueueError::WaitWithoutPreload { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            QueueError::ResultTooLarge { .. } => ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             QueueError::DeliveredBySender { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             QueueError::UndefinedSender { .. } | QueueError::SenderArguments { .. } => {
                 ERRCODE_UNDEFINED_FUNCTION
@@ -301,12 +313,15 @@ impl QueueError {
                 let them = if *schedules == 1 { "schedule" } else { "schedules" };
                 format!("queue \"{name}\" is used by {schedules} {them}")
             }
-            QueueError::WaitInTransaction => {
-                "queue_wait cannot run inside a transaction block or a function".into()
+            QueueError::WaitInTransaction { procedure } => {
+                format!("{procedure} cannot run inside a transaction block or a function")
             }
-            QueueError::WaitWithoutPreload => {
-                "queue_wait needs the extension's library in shared_preload_libraries".into()
+            QueueError::WaitWithoutPreload { procedure } => {
+                format!("{procedure} needs the extension's library in shared_preload_libraries")
             }
+            QueueError::ResultTooLarge { bytes } => format!(
+                "a job's result is {bytes} bytes: more than the limit of {MAX_RESULT_BYTES} bytes"
+            ),
         }
     }
 
@@ -360,16 +375,22 @@ impl QueueError {
             QueueError::SenderNotExecutable { .. } => Some(
                 "The sender runs as the role that registers it, which needs EXECUTE on it.".into(),
             ),
-            QueueError::WaitInTransaction => Some(
-                "Run CALL queue_wait(...) on its own, in autocommit mode (not after BEGIN, nor \
+            QueueError::WaitInTransaction { procedure } => Some(format!(
+                "Run CALL {procedure}(...) on its own, in autocommit mode (not after BEGIN, nor \
                  from a function or a procedure that is): it gives up its snapshot while it \
                  waits, which only a CALL outside a transaction block may do."
-                    .into(),
-            ),
-            QueueError::WaitWithoutPreload => Some(
+            )),
+            QueueError::WaitWithoutPreload { procedure } => Some(format!(
                 "Add queue to shared_preload_libraries in postgresql.conf and restart the server \
-                 (commits wake waiters through its shared memory); until then, poll with \
-                 queue_claim."
+                 (commits wake waiters through its shared memory); until then, {}.",
+                if *procedure == "queue_wait" {
+                    "poll with queue_claim"
+                } else {
+                    "poll with queue_job"
+                }
+            )),
+            QueueError::ResultTooLarge { .. } => Some(
+                "Keep large outputs in a table of your own and return a reference to them."
                     .into(),
             ),
             QueueError::InRecovery => Some(

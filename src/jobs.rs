@@ -9,6 +9,7 @@ use pgrx::datum::{Interval, TimestampWithTimeZone, Uuid};
 use pgrx::pg_sys;
 use pgrx::spi::SpiClient;
 
+use crate::announce;
 use crate::catalog::{self, micros, Queue};
 use crate::db::{self, args};
 use crate::jsonb::Jsonb;
@@ -357,11 +358,11 @@ pub fn bury_expired(client: &mut SpiClient<'_>, now: i64, limit: i32) -> usize {
 /// `error` (or the one they have).
 pub fn bury(client: &mut SpiClient<'_>, ids: Vec<i64>, now: i64, error: Option<&str>) {
     if !ids.is_empty() {
-        db::run(
+        ended(db::run(
             client,
             &queries::BURY,
             args![ids = ids, at = db::timestamp(now), error = error],
-        );
+        ));
     }
 }
 
@@ -372,7 +373,15 @@ pub struct Ended {
     pub queue_id: i32,
 }
 
-/// The jobs a statement ended (into_history.sql's rows), by id.
+impl Ended {
+    /// Jobs `ids`, all of queue `queue_id`.
+    pub fn all_of(queue_id: i32, ids: Vec<i64>) -> Vec<Ended> {
+        ids.into_iter().map(|id| Ended { id, queue_id }).collect()
+    }
+}
+
+/// The jobs a statement ended (their ids and queues), by id, announced for
+/// the commit: their waiters and awaiters look again (announce.rs).
 fn ended(rows: db::Rows<'_>) -> Vec<Ended> {
     let mut ended: Vec<Ended> = rows
         .map(|r| Ended {
@@ -381,28 +390,44 @@ fn ended(rows: db::Rows<'_>) -> Vec<Ended> {
         })
         .collect();
     ended.sort_unstable();
+    announce::ended(&ended);
     ended
 }
 
-/// Completes every (id, lease) pair whose lease is held; returns them,
-/// ascending by id.
-pub fn complete(client: &mut SpiClient<'_>, ids: Vec<i64>, leases: Vec<Uuid>) -> Vec<Ended> {
+/// Completes every (id, lease) pair whose lease is held, each with its
+/// result (the caller checked their sizes); returns them, ascending by id.
+pub fn complete(
+    client: &mut SpiClient<'_>,
+    ids: Vec<i64>,
+    leases: Vec<Uuid>,
+    results: Option<Vec<Option<Jsonb>>>,
+) -> Vec<Ended> {
     let now = db::timestamp(crate::time::now_us());
     ended(db::run(
         client,
         &queries::COMPLETE,
-        args![ids = ids, at = now, status = "succeeded", leases = leases],
+        args![
+            ids = ids,
+            at = now,
+            status = "succeeded",
+            leases = leases,
+            results = results
+        ],
     ))
 }
 
-/// Jobs the caller has locked end `succeeded`; returns them, ascending by
-/// id.
-pub fn succeed(client: &mut SpiClient<'_>, ids: Vec<i64>) -> Vec<Ended> {
+/// Jobs the caller has locked end `succeeded`, with the senders' results
+/// (one per id); returns them, ascending by id.
+pub fn succeed(
+    client: &mut SpiClient<'_>,
+    ids: Vec<i64>,
+    results: Vec<Option<Jsonb>>,
+) -> Vec<Ended> {
     let now = db::timestamp(crate::time::now_us());
     ended(db::run(
         client,
-        &queries::FINISH,
-        args![ids = ids, at = now, status = "succeeded"],
+        &queries::COMPLETE_CLAIMED,
+        args![ids = ids, at = now, status = "succeeded", results = results],
     ))
 }
 
@@ -418,14 +443,26 @@ pub fn cancel(client: &mut SpiClient<'_>, ids: Vec<i64>) -> Vec<Ended> {
 }
 
 /// Jobs locked by `lock_next` and delivered by `worker` end `succeeded`,
-/// their attempt counted (it was never written).
-pub fn succeed_locked(client: &mut SpiClient<'_>, ids: Vec<i64>, worker: &str) {
+/// with the senders' results (one per id), their attempt counted (it was
+/// never written).
+pub fn succeed_locked(
+    client: &mut SpiClient<'_>,
+    ids: Vec<i64>,
+    results: Vec<Option<Jsonb>>,
+    worker: &str,
+) {
     let now = db::timestamp(crate::time::now_us());
-    db::run(
+    ended(db::run(
         client,
         &queries::FINISH_LOCKED,
-        args![ids = ids, at = now, status = "succeeded", worker = worker],
-    );
+        args![
+            ids = ids,
+            at = now,
+            status = "succeeded",
+            worker = worker,
+            results = results
+        ],
+    ));
 }
 
 /// What a failed attempt did to its job.

@@ -101,6 +101,28 @@ impl Jsonb {
         self.0
     }
 
+    /// A copy, detoasted, in the current memory context, of `datum`.
+    ///
+    /// # Safety
+    ///
+    /// `datum` is a non-null jsonb datum, live for the call.
+    pub unsafe fn copy_of(datum: pg_sys::Datum) -> Jsonb {
+        // SAFETY: as our caller guarantees; pg_detoast_datum_copy returns a
+        // palloc'd copy (or raises an ERROR), never NULL.
+        Jsonb(pg_sys::Datum::from(unsafe {
+            pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr())
+        }))
+    }
+
+    /// How many bytes the value takes, uncompressed (a result's limit,
+    /// contract::MAX_RESULT_BYTES, is on this).
+    pub fn size(self) -> usize {
+        // SAFETY: self.0 is a non-null jsonb datum, a varlena, maybe
+        // toasted: toast_raw_datum_size reads its header (or its toast
+        // pointer) only.
+        unsafe { pg_sys::toast_raw_datum_size(self.0) }
+    }
+
     /// The JSON type of the value (`object`, `array`, `string`, ...).
     pub fn type_name(self) -> String {
         // SAFETY: self.0 is a non-null jsonb datum (a Jsonb is only made
@@ -138,6 +160,32 @@ pub struct ArrayShape {
 }
 
 impl JsonbArray {
+    /// Its elements, in order (None: NULL), which point into the array.
+    pub fn elements(self) -> Vec<Option<Jsonb>> {
+        let (mut datums, mut nulls, mut n) = (std::ptr::null_mut(), std::ptr::null_mut(), 0);
+        // SAFETY: self.0 is a non-null jsonb[] datum; pg_detoast_datum
+        // returns it or a palloc'd detoasted copy; deconstruct_array, given
+        // jsonb's element layout (varlena, 'i' alignment), fills in palloc'd
+        // arrays of `n` datums and null flags, which point into the array,
+        // live as long as the call's memory.
+        unsafe {
+            let array = pg_sys::pg_detoast_datum(self.0.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+            pg_sys::deconstruct_array(
+                array,
+                pg_sys::JSONBOID,
+                -1,
+                false,
+                b'i' as std::ffi::c_char,
+                &mut datums,
+                &mut nulls,
+                &mut n,
+            );
+            (0..n as usize)
+                .map(|i| (!*nulls.add(i)).then(|| Jsonb(*datums.add(i))))
+                .collect()
+        }
+    }
+
     pub fn shape(self) -> ArrayShape {
         // SAFETY: self.0 is a non-null jsonb[] datum (a JsonbArray is only
         // made from one); pg_detoast_datum returns it, or a palloc'd

@@ -50,9 +50,9 @@ statements! {
         group_max_in_flight: INT4OID, rate_limit: INT4OID, rate_window: INTERVALOID,
         group_rate_limit: INT4OID, group_rate_window: INTERVALOID) -> ();
     DROP_QUEUE = "drop_queue.sql" (queue_id: INT4OID, force: BOOLOID)
-        -> (dropped, unfinished, schedules);
+        -> (dropped, unfinished, schedules, gone);
     SET_PAUSED = "set_paused.sql" (queue_id: INT4OID, paused: BOOLOID) -> ();
-    PURGE = "purge.sql" (queue_id: INT4OID, status: TEXTOID) -> (purged);
+    PURGE = "purge.sql" (queue_id: INT4OID, status: TEXTOID) -> (purged, unfinished);
 
     ENQUEUE = "enqueue.sql" (queue_id: INT4OID, payload: JSONBOID, headers: JSONBOID,
         priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, dedup_key: TEXTOID,
@@ -66,6 +66,8 @@ statements! {
     DEDUP_FIND_MANY = "dedup_find_many.sql" (queue_id: INT4OID, dedup_keys: TEXTARRAYOID)
         -> (dedup_key, id);
     DEDUP_FIND = "dedup_find.sql" (queue_id: INT4OID, dedup_key: TEXTOID) -> (id);
+
+    AWAIT_CHECK = "await_check.sql" (id: INT8OID) -> (status, result);
 
     CLAIM_CHORES = "claim_chores.sql" (queue_id: INT4OID, now: TIMESTAMPTZOID)
         -> (due, expired);
@@ -100,16 +102,20 @@ statements! {
         jobs: INT4ARRAYOID) -> ();
     RATE_SWEEP = "rate_sweep.sql" (queue_id: INT4OID, before: TIMESTAMPTZOID) -> ();
     COMPLETE = "complete.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
-        status: TEXTOID, leases: UUIDARRAYOID) -> (id, queue_id);
+        status: TEXTOID, leases: UUIDARRAYOID, results: JSONBARRAYOID) -> (id, queue_id);
+    COMPLETE_CLAIMED = "complete_claimed.sql" + "into_history.sql" (ids: INT8ARRAYOID,
+        at: TIMESTAMPTZOID, status: TEXTOID, results: JSONBARRAYOID) -> (id, queue_id);
     FINISH = "finish.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
         status: TEXTOID) -> (id, queue_id);
     FINISH_LOCKED = "finish_locked.sql" + "into_history.sql" (ids: INT8ARRAYOID,
-        at: TIMESTAMPTZOID, status: TEXTOID, worker: TEXTOID) -> (id, queue_id);
+        at: TIMESTAMPTZOID, status: TEXTOID, worker: TEXTOID, results: JSONBARRAYOID)
+        -> (id, queue_id);
     FAIL_LOCK = "fail_lock.sql" (id: INT8OID, lease: UUIDOID)
         -> (attempts, max_attempts, backoff, retry_delay, max_retry_delay, has_sender, queue_id);
     FAIL_RETRY = "fail_retry.sql" (id: INT8OID, run_at: TIMESTAMPTZOID, state: TEXTOID,
         error: TEXTOID) -> ();
-    BURY = "bury.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID, error: TEXTOID) -> ();
+    BURY = "bury.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID, error: TEXTOID)
+        -> (id, queue_id);
     EXTEND = "extend.sql" (id: INT8OID, lease: UUIDOID, lease_until: TIMESTAMPTZOID)
         -> (lease_expires_at);
 

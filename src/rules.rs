@@ -1,6 +1,6 @@
 //! The input rules of the API (names, ranges, limits), pure and unit-tested.
 
-use crate::contract::{MAX_BATCH, STATUSES, WORKER_NAME};
+use crate::contract::{MAX_BATCH, MAX_RESULT_BYTES, STATUSES, WORKER_NAME};
 use crate::errors::QueueError;
 use crate::policy::Backoff;
 
@@ -132,6 +132,15 @@ pub fn check_batch_len(argument: &'static str, len: usize) -> Result<(), QueueEr
         Ok(())
     } else {
         Err(QueueError::BatchTooLarge { argument, len })
+    }
+}
+
+/// A job's result, of `bytes` bytes: at most MAX_RESULT_BYTES.
+pub fn check_result_size(bytes: usize) -> Result<(), QueueError> {
+    if bytes <= MAX_RESULT_BYTES {
+        Ok(())
+    } else {
+        Err(QueueError::ResultTooLarge { bytes })
     }
 }
 

@@ -1,5 +1,5 @@
 -- Jobs $1, locked by the caller, become failed at $2, with last_error $3
--- (or the one they have, when $3 is NULL).
+-- (or the one they have, when $3 is NULL). Returns them and their queues.
 WITH gone AS (
     DELETE FROM queue_live WHERE id = ANY ($1) RETURNING *
 ), dead AS (
@@ -9,7 +9,9 @@ WITH gone AS (
     SELECT id, queue_id, priority, attempts, run_at, enqueued_at, $2, worker, dedup_key,
            coalesce($3, last_error), headers, payload, uid, group_key
       FROM gone
-    RETURNING queue_id
+    RETURNING id, queue_id
+), tally AS (
+    INSERT INTO queue_tallies (queue_id, failed_total, failed)
+    SELECT queue_id, count(*), count(*) FROM dead GROUP BY queue_id
 )
-INSERT INTO queue_tallies (queue_id, failed_total, failed)
-SELECT queue_id, count(*), count(*) FROM dead GROUP BY queue_id
+SELECT id, queue_id FROM dead

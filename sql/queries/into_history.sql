@@ -1,7 +1,7 @@
 -- The end of complete.sql and finish.sql: the jobs `gone` from queue_live
 -- end with status $3 at $2 and are tallied for queue_stats; they go into
--- history for their queue's retention, unless it is 0 (nothing to keep:
--- no history row is written at all). Returns their ids and queues.
+-- history, with their `result`, for their queue's retention, unless it is
+-- 0 (nothing to keep: no history row is written at all). Returns their ids and queues.
 ended AS (
     SELECT g.*, $2 + queue_kept_for(q.retention) AS expires,
            q.retention > interval '0' AS kept
@@ -11,10 +11,10 @@ ended AS (
 done AS (
     INSERT INTO queue_done (slot, queue_id, priority, attempts, id, run_at, enqueued_at,
                             finished_at, expires_at, status, worker, dedup_key, last_error,
-                            headers, payload, uid, group_key)
+                            headers, payload, uid, group_key, result)
     SELECT queue_done_slot(e.expires), e.queue_id, e.priority, e.attempts, e.id, e.run_at,
            e.enqueued_at, $2, e.expires, $3, e.worker, e.dedup_key, e.last_error,
-           e.headers, e.payload, e.uid, e.group_key
+           e.headers, e.payload, e.uid, e.group_key, e.result
       FROM ended e
      WHERE e.kept
     RETURNING queue_id, slot

@@ -10,7 +10,7 @@ use crate::complete_one;
 use crate::db::{self, args};
 use crate::errors::{required, OrRaise, QueueError};
 use crate::jobs;
-use crate::jsonb::Jsonb;
+use crate::jsonb::{Jsonb, JsonbArray};
 use crate::policy::add_delay;
 use crate::queries;
 use crate::rules::{self, at_least_zero, positive};
@@ -77,22 +77,28 @@ fn queue_claim(
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-fn queue_complete(id: Option<i64>, lease: Option<Uuid>) -> bool {
+fn queue_complete(
+    id: Option<i64>,
+    lease: Option<Uuid>,
+    result: default!(Option<Jsonb>, "NULL"),
+) -> bool {
     let id = required(id, "id");
     let lease = required(lease, "lease");
-    let ended = match complete_one::complete(id, lease) {
-        complete_one::Outcome::Completed { queue_id } => Some(queue_id),
-        complete_one::Outcome::NotHeld => None,
-        complete_one::Outcome::UseStatement => {
-            db::with_tables(|client| jobs::complete(client, vec![id], vec![lease]))
-                .first()
-                .map(|job| job.queue_id)
-        }
-    };
-    if let Some(queue_id) = ended {
-        announce::jobs_ended(queue_id, 1);
+    if let Some(result) = result {
+        rules::check_result_size(result.size()).or_raise();
     }
-    ended.is_some()
+    // (without the statement when nothing is kept: complete_one.rs)
+    match complete_one::complete(id, lease) {
+        complete_one::Outcome::Completed { queue_id } => {
+            announce::ended(&[jobs::Ended { id, queue_id }]);
+            true
+        }
+        complete_one::Outcome::NotHeld => false,
+        complete_one::Outcome::UseStatement => !db::with_tables(|client| {
+            jobs::complete(client, vec![id], vec![lease], result.map(|r| vec![Some(r)]))
+        })
+        .is_empty(),
+    }
 }
 
 /// The elements of a required array argument, none of them NULL.
@@ -114,28 +120,41 @@ fn elements<T>(values: Option<Vec<Option<T>>>, argument: &'static str) -> Vec<T>
         .collect()
 }
 
+/// 22023 unless arrays `left` and `right` have one element each for the
+/// other's.
+fn same_length(left: (&'static str, usize), right: (&'static str, usize)) {
+    if left.1 != right.1 {
+        QueueError::ArrayLengthMismatch {
+            left: left.0,
+            left_len: left.1,
+            right: right.0,
+            right_len: right.1,
+        }
+        .raise();
+    }
+}
+
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_complete_batch(
     ids: Option<Vec<Option<i64>>>,
     leases: Option<Vec<Option<Uuid>>>,
+    results: default!(Option<JsonbArray>, "NULL"),
 ) -> SetOfIterator<'static, i64> {
     let ids = elements(ids, "ids");
     let leases = elements(leases, "leases");
-    if ids.len() != leases.len() {
-        QueueError::ArrayLengthMismatch {
-            left: "ids",
-            left_len: ids.len(),
-            right: "leases",
-            right_len: leases.len(),
+    same_length(("ids", ids.len()), ("leases", leases.len()));
+    let results = results.map(JsonbArray::elements);
+    if let Some(results) = &results {
+        same_length(("ids", ids.len()), ("results", results.len()));
+        for result in results.iter().flatten() {
+            rules::check_result_size(result.size()).or_raise();
         }
-        .raise();
     }
     let done = if ids.is_empty() {
         Vec::new()
     } else {
-        db::with_tables(|client| jobs::complete(client, ids, leases))
+        db::with_tables(|client| jobs::complete(client, ids, leases, results))
     };
-    announce::ended(&done);
     SetOfIterator::new(done.into_iter().map(|job| job.id).collect::<Vec<_>>())
 }
 

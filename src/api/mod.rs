@@ -1,8 +1,10 @@
 //! The SQL functions of the API, one file per group. Each one checks its
 //! arguments, then runs its statements as the extension owner.
 
+mod await_job;
 mod consume;
 mod groups;
+mod procedure;
 mod produce;
 mod queues;
 mod repair;

@@ -8,6 +8,7 @@ use crate::announce;
 use crate::catalog;
 use crate::db::{self, args};
 use crate::errors::{required, OrRaise, QueueError};
+use crate::jobs;
 use crate::queries;
 use crate::rules::{self, at_least_zero, positive};
 
@@ -279,8 +280,10 @@ fn queue_drop(queue: Option<&str>, force: default!(Option<bool>, false)) -> bool
         .first()
         .expect("one row");
         let dropped: i64 = row.value("dropped");
-        // (its waiters learn that it is gone)
+        // (its waiters learn that it is gone, and its jobs' awaiters)
         announce::queue_dropped(queue.id);
+        let gone: Vec<i64> = row.get("gone").unwrap_or_default();
+        announce::ended(&jobs::Ended::all_of(queue.id, gone));
         let unfinished: i64 = row.value("unfinished");
         let schedules: i64 = row.value("schedules");
         if dropped == 0 && schedules > 0 {
@@ -334,18 +337,17 @@ fn queue_purge(queue: Option<&str>, status: default!(Option<&str>, "NULL")) -> i
     rules::check_name(name).or_raise();
     let status = status.map(|s| rules::check_status(s).or_raise());
     with_owned_queue(name, "purge", |client, queue| {
-        let purged = db::run(
+        let row = db::run(
             client,
             &queries::PURGE,
             args![queue_id = queue.id, status = status],
         )
         .first()
-        .expect("one row")
-        .value::<i64>("purged");
-        // (jobs purged in flight or first in their group let others go)
-        if status.is_none_or(|s| s == "pending" || s == "processing") {
-            announce::jobs_ended(queue.id, purged as usize);
-        }
-        purged
+        .expect("one row");
+        // (unfinished jobs purged end: their awaiters return, and those in
+        // flight or first in their group let others go)
+        let unfinished: Vec<i64> = row.get("unfinished").unwrap_or_default();
+        announce::ended(&jobs::Ended::all_of(queue.id, unfinished));
+        row.value::<i64>("purged")
     })
 }

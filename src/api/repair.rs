@@ -57,8 +57,7 @@ fn queue_retry(id: Option<i64>) -> bool {
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_cancel(id: Option<i64>) -> bool {
     let id = required(id, "id");
-    let cancelled = db::with_tables(|client| jobs::cancel(client, vec![id]));
-    // (a cancelled job may free a limit or its ordered group)
-    announce::ended(&cancelled);
-    !cancelled.is_empty()
+    // (a cancelled job may free a limit or its ordered group: jobs.rs
+    // announces it)
+    !db::with_tables(|client| jobs::cancel(client, vec![id])).is_empty()
 }

@@ -22,7 +22,7 @@ use pgrx::fcinfo::pg_getarg;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::duration;
+use super::{duration, procedure};
 use crate::catalog;
 use crate::db::{self, args};
 use crate::errors::{required, OrRaise, QueueError};
@@ -80,58 +80,22 @@ pub unsafe extern "C-unwind" fn queue_wait_wrapper(
     let timeout = rules::check_wait_timeout(&duration(&required(timeout, "timeout"))).or_raise();
     rules::check_name(&name).or_raise();
     // SAFETY: as above.
-    if !unsafe { outside_transaction_block(fcinfo) } {
-        QueueError::WaitInTransaction.raise();
+    if !unsafe { procedure::outside_transaction_block(fcinfo) } {
+        QueueError::WaitInTransaction {
+            procedure: "queue_wait",
+        }
+        .raise();
     }
     if !shared::available() {
-        QueueError::WaitWithoutPreload.raise();
+        QueueError::WaitWithoutPreload {
+            procedure: "queue_wait",
+        }
+        .raise();
     }
     let ready = wait(&name, timeout);
     // SAFETY: as above; the row is made in the call's memory context,
     // which outlives the commits of the wait.
-    unsafe { result_row(fcinfo, ready) }
-}
-
-/// Whether the call may end transactions: a CALL at the top level, not
-/// in a transaction block (CallContext.atomic false).
-///
-/// # Safety
-///
-/// `fcinfo` is a valid call's.
-unsafe fn outside_transaction_block(fcinfo: pg_sys::FunctionCallInfo) -> bool {
-    // SAFETY: the context, when set, is a Node; a CallContext when the
-    // function is a procedure run by CALL.
-    unsafe {
-        let context = (*fcinfo).context;
-        !context.is_null()
-            && (*context).type_ == pg_sys::NodeTag::T_CallContext
-            && !(*(context as *mut pg_sys::CallContext)).atomic
-    }
-}
-
-/// The procedure's row: (ready).
-///
-/// # Safety
-///
-/// `fcinfo` is the call's, in the memory context of the call.
-unsafe fn result_row(fcinfo: pg_sys::FunctionCallInfo, ready: bool) -> pg_sys::Datum {
-    // SAFETY: the call's result type is the record of its OUT parameter,
-    // which get_call_result_type describes; the tuple descriptor is
-    // blessed so that the caller can look it up, and the row is formed
-    // from one boolean, as it describes.
-    unsafe {
-        let mut desc: pg_sys::TupleDesc = std::ptr::null_mut();
-        let class = pg_sys::get_call_result_type(fcinfo, std::ptr::null_mut(), &mut desc);
-        if class != pg_sys::TypeFuncClass::TYPEFUNC_COMPOSITE || desc.is_null() {
-            error!("queue_wait: the procedure's result is not a row");
-        }
-        let desc = pg_sys::BlessTupleDesc(desc);
-        let mut values = [pg_sys::Datum::from(ready)];
-        let mut nulls = [false];
-        let tuple = pg_sys::heap_form_tuple(desc, values.as_mut_ptr(), nulls.as_mut_ptr());
-        (*fcinfo).isnull = false;
-        pg_sys::HeapTupleHeaderGetDatum((*tuple).t_data)
-    }
+    unsafe { procedure::result_row(fcinfo, &[Some(pg_sys::Datum::from(ready))]) }
 }
 
 /// What one look at the queue found.
@@ -147,22 +111,13 @@ struct Look {
 /// Waits up to `timeout_us` for queue `name`; true when a claim could take
 /// a job.
 fn wait(name: &str, timeout_us: i64) -> bool {
-    // SAFETY: a non-atomic SPI connection, which may commit; it is closed
-    // below, or by the abort of the transaction on error.
-    let connected = unsafe { pg_sys::SPI_connect_ext(pg_sys::SPI_OPT_NONATOMIC as i32) };
-    if connected != pg_sys::SPI_OK_CONNECT as i32 {
-        error!("queue_wait: SPI_connect_ext failed: {connected}");
-    }
-    let ready = wait_connected(name, timeout_us);
-    // SAFETY: closes the connection opened above (the last one open).
-    unsafe { pg_sys::SPI_finish() };
-    ready
+    procedure::nonatomic(|| wait_connected(name, timeout_us))
 }
 
 /// `wait`, once connected.
 fn wait_connected(name: &str, timeout_us: i64) -> bool {
     let end = crate::time::now_us().saturating_add(timeout_us);
-    let first = in_own_transaction(|| look(name));
+    let first = procedure::in_own_transaction(|| look(name));
     if first.ready {
         return true;
     }
@@ -171,11 +126,15 @@ fn wait_connected(name: &str, timeout_us: i64) -> bool {
     let queue_id = first.queue_id;
     // SAFETY: MyDatabaseId is set once the backend is connected.
     let database = unsafe { pg_sys::MyDatabaseId };
-    let registration = waiters::register(database, queue_id)
-        .unwrap_or_else(|| QueueError::WaitWithoutPreload.raise());
+    let registration = waiters::register(database, queue_id).unwrap_or_else(|| {
+        QueueError::WaitWithoutPreload {
+            procedure: "queue_wait",
+        }
+        .raise()
+    });
     let ready = 'wait: loop {
         registration.before_look();
-        let found = in_own_transaction(|| look(name));
+        let found = procedure::in_own_transaction(|| look(name));
         if found.queue_id != queue_id {
             // dropped and made again under the same name meanwhile
             break 'wait true;
@@ -198,47 +157,11 @@ fn wait_connected(name: &str, timeout_us: i64) -> bool {
             if until <= now {
                 continue 'wait;
             }
-            sleep_until(until - now);
+            procedure::sleep_until(until - now);
         }
     };
     drop(registration);
     ready
-}
-
-/// Sleeps up to `micros` on the latch, or less when it is set; an
-/// interrupt (cancel, statement_timeout, termination) is raised here.
-fn sleep_until(micros: i64) {
-    let millis = (micros + 999) / 1000;
-    // SAFETY: MyLatch is this process's latch; WaitLatch returns on a set
-    // latch, the timeout or (exiting) the postmaster's death, and the latch
-    // is reset before the interrupts are looked at, so that a set latch is
-    // never lost.
-    unsafe {
-        pg_sys::WaitLatch(
-            pg_sys::MyLatch,
-            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-            millis.clamp(1, i64::from(i32::MAX)) as _,
-            pg_sys::PG_WAIT_EXTENSION,
-        );
-        pg_sys::ResetLatch(pg_sys::MyLatch);
-    }
-    check_for_interrupts!();
-}
-
-/// Runs `f` with a fresh snapshot, then commits: its snapshot and locks are
-/// given back, and a new transaction, which holds neither, goes on.
-fn in_own_transaction<R>(f: impl FnOnce() -> R) -> R {
-    // SAFETY: in a transaction (the CALL's, or the one SPI_commit started);
-    // the snapshot pushed is popped before the commit, which the non-atomic
-    // connection of `wait` allows.
-    unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot()) };
-    let result = f();
-    // SAFETY: as above.
-    unsafe {
-        pg_sys::PopActiveSnapshot();
-        pg_sys::SPI_commit();
-    }
-    result
 }
 
 /// One look at queue `name`: is a job claimable, and if not, when the clock

@@ -219,10 +219,10 @@ fn advance(
     );
 }
 
-/// When this server began to fire ticks: its start, or its promotion from
-/// a standby, or the end of its crash recovery (the launcher's first start
-/// since, worker/shared.rs). Ticks before it were missed (API.md, catch_up),
-/// not late: a failover's downtime counts as the server being down.
+/// When this server began to fire ticks: its start, or, for one that
+/// started as a standby, its promotion (the launcher's first start since,
+/// worker/shared.rs). Ticks before it were missed (API.md, catch_up), not
+/// late: a failover's downtime counts as the server being down.
 fn serving_since() -> i64 {
     // SAFETY: PgStartTime is set by the postmaster before any backend or
     // worker starts, and never changes after.

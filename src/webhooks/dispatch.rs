@@ -19,6 +19,7 @@ use url::Url;
 use super::allow;
 use super::outcome::{self, Outcome};
 use super::sign;
+use crate::contract::WEBHOOK_RESULT_BODY_BYTES;
 
 /// One request to send: a job's attempt.
 pub struct Request {
@@ -344,31 +345,37 @@ async fn attempt(client: &reqwest::Client, request: Request) -> Outcome {
         .get("retry-after")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let body = if status.is_success() {
-        String::new()
+    // (a 2xx body is the job's result, kept up to its limit; another's
+    // start goes into last_error)
+    let keep = if status.is_success() {
+        WEBHOOK_RESULT_BODY_BYTES
     } else {
-        read_start(response).await
+        BODY_BYTES
     };
+    let (body, truncated) = read_start(response, keep).await;
     outcome::of_response(
         status.as_u16(),
         status.canonical_reason().unwrap_or(""),
-        &body,
+        body,
+        truncated,
         retry_after.as_deref(),
         SystemTime::now(),
     )
 }
 
-/// The first BODY_BYTES of a response's body (the rest is never read).
-async fn read_start(mut response: reqwest::Response) -> String {
+/// The first `keep` bytes of a response's body (the rest is never read),
+/// and whether there was more.
+async fn read_start(mut response: reqwest::Response, keep: usize) -> (Vec<u8>, bool) {
     let mut body = Vec::new();
-    while body.len() < BODY_BYTES {
+    while body.len() <= keep {
         match response.chunk().await {
             Ok(Some(chunk)) => body.extend_from_slice(&chunk),
             _ => break,
         }
     }
-    body.truncate(BODY_BYTES);
-    String::from_utf8_lossy(&body).into_owned()
+    let truncated = body.len() > keep;
+    body.truncate(keep);
+    (body, truncated)
 }
 
 /// A request error as last_error says it: never the URL (its query may

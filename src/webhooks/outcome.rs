@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime};
 /// The outcome of one attempt.
 #[derive(Debug, PartialEq)]
 pub enum Outcome {
-    /// A 2xx status.
-    Delivered,
+    /// A 2xx status, with the reply that becomes the job's result.
+    Delivered(Reply),
     /// A failed attempt: `permanent` ends the job `failed` at once;
     /// otherwise the queue's retry policy decides, or `retry_after_us` (a
     /// Retry-After header) when given.
@@ -17,6 +17,43 @@ pub enum Outcome {
     },
 }
 
+/// What a 2xx response said: its status, and its body up to
+/// contract::WEBHOOK_RESULT_BODY_BYTES (`truncated`: there was more).
+#[derive(Debug, PartialEq)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Vec<u8>,
+    pub truncated: bool,
+}
+
+impl Reply {
+    /// The job's result, as JSON text: `{"status": 200, "body": ...}`, the
+    /// body as the JSON it is (written as it came, so numbers stay exact)
+    /// when it was read whole and parses, else as a string (with
+    /// `"truncated": true` when it was cut). JSON that PostgreSQL's jsonb
+    /// refuses (a `\u0000`) is kept as a string too.
+    pub fn result_json(&self) -> String {
+        let text = String::from_utf8_lossy(&self.body);
+        let json = !self.truncated
+            && !text.contains("\\u0000")
+            && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
+        let body = if json {
+            text.trim().to_string()
+        } else {
+            serde_json::to_string(&text.replace('\0', "\u{fffd}")).expect("a string encodes")
+        };
+        let truncated = if self.truncated {
+            r#", "truncated": true"#
+        } else {
+            ""
+        };
+        format!(
+            r#"{{"status": {}, "body": {body}{truncated}}}"#,
+            self.status
+        )
+    }
+}
+
 /// How much of a response body last_error keeps.
 pub const BODY_CHARS: usize = 200;
 
@@ -25,14 +62,22 @@ pub const BODY_CHARS: usize = 200;
 pub fn of_response(
     status: u16,
     reason: &str,
-    body: &str,
+    body: Vec<u8>,
+    truncated: bool,
     retry_after: Option<&str>,
     now: SystemTime,
 ) -> Outcome {
     if (200..300).contains(&status) {
-        return Outcome::Delivered;
+        return Outcome::Delivered(Reply {
+            status,
+            body,
+            truncated,
+        });
     }
-    let body: String = body.chars().take(BODY_CHARS).collect();
+    let body: String = String::from_utf8_lossy(&body)
+        .chars()
+        .take(BODY_CHARS)
+        .collect();
     let message = if body.is_empty() {
         format!("HTTP {status} {reason}")
     } else {
@@ -82,17 +127,22 @@ mod tests {
     fn statuses_fall_into_their_classes() {
         let now = SystemTime::now();
         for ok in [200, 201, 204, 299] {
-            assert_eq!(of_response(ok, "OK", "", None, now), Outcome::Delivered);
+            assert!(matches!(
+                of_response(ok, "OK", Vec::new(), false, None, now),
+                Outcome::Delivered(Reply { status, .. }) if status == ok
+            ));
         }
         for retried in [408, 425, 429, 500, 502, 503, 599] {
-            let Outcome::Failed { permanent, .. } = of_response(retried, "x", "", None, now) else {
+            let Outcome::Failed { permanent, .. } =
+                of_response(retried, "x", "".into(), false, None, now)
+            else {
                 panic!("{retried} delivered")
             };
             assert!(!permanent, "{retried}");
         }
         for permanent_status in [100, 301, 302, 400, 401, 404, 410, 422] {
             let Outcome::Failed { permanent, .. } =
-                of_response(permanent_status, "x", "", None, now)
+                of_response(permanent_status, "x", "".into(), false, None, now)
             else {
                 panic!("{permanent_status} delivered")
             };
@@ -103,15 +153,55 @@ mod tests {
     #[test]
     fn the_message_keeps_the_start_of_the_body() {
         let body = "x".repeat(500);
-        let Outcome::Failed { message, .. } =
-            of_response(503, "Service Unavailable", &body, None, SystemTime::now())
-        else {
+        let Outcome::Failed { message, .. } = of_response(
+            503,
+            "Service Unavailable",
+            body.into_bytes(),
+            false,
+            None,
+            SystemTime::now(),
+        ) else {
             panic!()
         };
         assert_eq!(
             message,
             format!("HTTP 503 Service Unavailable: {}", "x".repeat(200))
         );
+    }
+
+    #[test]
+    fn a_reply_becomes_a_result() {
+        let reply = |body: &str, truncated| Reply {
+            status: 201,
+            body: body.as_bytes().to_vec(),
+            truncated,
+        };
+        let json = |text: &str| serde_json::from_str::<serde_json::Value>(text).unwrap();
+        assert_eq!(
+            json(&reply(r#"{"ok": true, "n": 12345678901234567890}"#, false).result_json()),
+            json(r#"{"status": 201, "body": {"ok": true, "n": 12345678901234567890}}"#)
+        );
+        // (written as it came: the number keeps its digits)
+        assert!(reply("[1.10]", false).result_json().contains("[1.10]"));
+        assert_eq!(
+            json(&reply("accepted", false).result_json()),
+            json(r#"{"status": 201, "body": "accepted"}"#)
+        );
+        assert_eq!(
+            json(&reply(r#"{"cut": "#, true).result_json()),
+            json(r#"{"status": 201, "body": "{\"cut\": ", "truncated": true}"#)
+        );
+        assert_eq!(
+            json(&reply("", false).result_json()),
+            json(r#"{"status": 201, "body": ""}"#)
+        );
+        // (jsonb takes no \u0000: such a body is kept as text, and a NUL
+        // byte in text is replaced)
+        assert_eq!(
+            json(&reply(r#"{"a": "\u0000"}"#, false).result_json()),
+            json(r#"{"status": 201, "body": "{\"a\": \"\\u0000\"}"}"#)
+        );
+        assert!(!reply("a\0b", false).result_json().contains("\\u0000"));
     }
 
     #[test]
@@ -129,7 +219,7 @@ mod tests {
         assert_eq!(retry_after_us("soon", now), None);
         let Outcome::Failed {
             retry_after_us: r, ..
-        } = of_response(429, "Too Many Requests", "", Some("7"), now)
+        } = of_response(429, "Too Many Requests", "".into(), false, Some("7"), now)
         else {
             panic!()
         };
@@ -137,7 +227,7 @@ mod tests {
         // only a retried status takes it
         let Outcome::Failed {
             retry_after_us: r, ..
-        } = of_response(404, "Not Found", "", Some("7"), now)
+        } = of_response(404, "Not Found", "".into(), false, Some("7"), now)
         else {
             panic!()
         };

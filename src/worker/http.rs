@@ -17,17 +17,19 @@ use url::Url;
 
 use super::batches::{self, Tally};
 use super::shared::SHARED;
+use super::subxact;
 use crate::announce;
 use crate::catalog;
 use crate::db::{self, args};
 use crate::errors::QueueError;
 use crate::gucs;
 use crate::jobs;
+use crate::jsonb::Jsonb;
 use crate::queries;
 use crate::rules;
 use crate::webhooks::allow;
 use crate::webhooks::dispatch::{Dispatcher, Done, Request};
-use crate::webhooks::outcome::Outcome;
+use crate::webhooks::outcome::{Outcome, Reply};
 use crate::webhooks::sign;
 
 /// A webhook as registered (queue_webhooks).
@@ -302,20 +304,60 @@ fn claim(
         .collect()
 }
 
+/// A delivered request's reply as its job's result (outcome.rs says how),
+/// a jsonb made in a subtransaction of its own: a body that PostgreSQL's
+/// jsonb refuses after all (nesting too deep for its stack, say) is kept as
+/// a string instead, rather than failing the batch.
+fn result_of(reply: &Reply) -> Jsonb {
+    let jsonb = |text: String| {
+        let text = std::ffi::CString::new(text).expect("JSON without NUL");
+        // SAFETY: jsonb_in takes one cstring, NUL-terminated, live for the
+        // call; it returns a jsonb datum in the current memory context (the
+        // transaction's: subxact::run gives back the caller's), or raises.
+        unsafe {
+            Jsonb::copy_of(
+                pgrx::direct_function_call_as_datum(
+                    pg_sys::jsonb_in,
+                    &[Some(pg_sys::Datum::from(text.as_ptr()))],
+                )
+                .expect("jsonb_in returns a value"),
+            )
+        }
+    };
+    subxact::run(|| jsonb(reply.result_json())).unwrap_or_else(|_| {
+        let text = Reply {
+            status: reply.status,
+            body: Vec::new(),
+            truncated: false,
+        };
+        let body = serde_json::to_string(&String::from_utf8_lossy(&reply.body).replace('\0', ""))
+            .expect("a string encodes");
+        jsonb(
+            text.result_json()
+                .replace(r#""body": """#, &format!(r#""body": {body}"#)),
+        )
+    })
+}
+
 /// The outcomes of requests, in the caller's transaction: a 2xx completes
 /// its job (unless it was cancelled or purged meanwhile: the outcome is
 /// dropped), a failure follows the queue's retry policy, a Retry-After
 /// capped by its max_retry_delay.
 fn record(client: &mut SpiClient<'_>, done: Vec<Done>) -> Tally {
     let mut tally = Tally::default();
-    let (ids, leases): (Vec<i64>, Vec<Uuid>) = done
-        .iter()
-        .filter(|d| d.outcome == Outcome::Delivered)
-        .map(|d| (d.id, d.lease))
-        .unzip();
+    let mut ids = Vec::new();
+    let mut leases = Vec::new();
+    let mut results = Vec::new();
+    for d in &done {
+        if let Outcome::Delivered(reply) = &d.outcome {
+            ids.push(d.id);
+            leases.push(d.lease);
+            results.push(Some(result_of(reply)));
+        }
+    }
     tally.delivered = ids.len();
     if !ids.is_empty() {
-        jobs::complete(client, ids, leases);
+        jobs::complete(client, ids, leases, Some(results));
     }
     for d in &done {
         if let Outcome::Failed {

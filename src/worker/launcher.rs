@@ -55,15 +55,17 @@ pub extern "C-unwind" fn queue_launcher_main(_arg: pg_sys::Datum) {
     {
         let shared = &mut *SHARED.exclusive();
         shared.launcher_procno = shared::my_procno();
-        // (the launcher starts once recovery has ended: at the server's
-        // start, after a crash, or at a promotion; a restart of the
-        // launcher alone keeps the first time)
-        let _ = shared.serving_since.compare_exchange(
-            0,
-            crate::time::now_us(),
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
+        // (the launcher starts once recovery has ended: for a standby, at
+        // its promotion; a restart of the launcher alone keeps the first
+        // time)
+        if shared.started_in_recovery {
+            let _ = shared.serving_since.compare_exchange(
+                0,
+                crate::time::now_us(),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
     }
 
     let mut handles: Vec<Option<DynamicBackgroundWorker>> =

@@ -1,8 +1,9 @@
 //! Calling a sender for one job: in a subtransaction of its own, as the
 //! role that registered it, with the settings a new session of that role
 //! in this database would start with, within queue.sender_timeout.
-//! Whatever the sender does, the worker gets back "delivered" or the error
-//! it raised, and is itself unchanged.
+//! Whatever the sender does, the worker gets back "delivered" (with what it
+//! returned, for a sender declared `RETURNS jsonb`) or the error it raised,
+//! and is itself unchanged.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -11,7 +12,10 @@ use std::ffi::CString;
 use pgrx::pg_sys::{self, Oid};
 
 use super::subxact::{self, sqlstate};
+use crate::errors::OrRaise;
 use crate::gucs;
+use crate::jsonb::Jsonb;
+use crate::rules;
 
 /// A sender that may be called: its function, the role it runs as, and
 /// that role's login settings in this database (`name=value`, as
@@ -29,6 +33,8 @@ pub struct Prepared {
     role: Oid,
     settings: Vec<(CString, CString)>,
     flinfo: Box<pg_sys::FmgrInfo>,
+    /// It returns jsonb: a non-NULL value is the job's result.
+    keeps_result: bool,
 }
 
 /// Settings that a login applies but a sender call does not: the role a
@@ -44,7 +50,8 @@ thread_local! {
 pub enum Outcome {
     /// It returned. `wrote`: its subtransaction got a transaction id (it
     /// wrote to the database), which counts against the subxid cache.
-    Delivered { wrote: bool },
+    /// `result`: its non-NULL jsonb, when it returns one.
+    Delivered { wrote: bool, result: Option<Jsonb> },
     /// It raised `message`; `permanent` when with SQLSTATE QU001.
     Failed { message: String, permanent: bool },
 }
@@ -81,7 +88,11 @@ impl Sender {
         // struct at one address, as the function's handler may keep
         // pointers to it (fn_extra) in the current memory context.
         unsafe { pg_sys::fmgr_info(self.function, &mut *flinfo) };
+        // SAFETY: a catalog lookup of the function just looked up, inside
+        // the transaction.
+        let returns = unsafe { pg_sys::get_func_rettype(self.function) };
         Prepared {
+            keeps_result: returns == pg_sys::JSONBOID,
             role: self.role,
             settings: self
                 .settings
@@ -97,10 +108,12 @@ impl Prepared {
     /// Calls the sender with `job` (a jsonb datum).
     pub fn call(&mut self, job: pg_sys::Datum) -> Outcome {
         let outcome = subxact::run(|| {
-            self.run(job);
+            let result = self.run(job);
             // SAFETY: reads the current (sub)transaction's id, if it has
             // one; we are inside the subtransaction that subxact::run began.
-            unsafe { pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId }
+            let wrote =
+                unsafe { pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId };
+            (wrote, result)
         });
         // SAFETY: STATEMENT_TIMEOUT is registered by InitPostgres in every
         // process connected to a database, this worker too, and may be
@@ -113,7 +126,7 @@ impl Prepared {
         // from the main thread, as PostgreSQL's own code clears it.
         unsafe { pg_sys::QueryCancelPending = 0 };
         match outcome {
-            Ok(wrote) => Outcome::Delivered { wrote },
+            Ok((wrote, result)) => Outcome::Delivered { wrote, result },
             Err(raised) => Outcome::Failed {
                 permanent: raised.code == PERMANENT,
                 message: raised.message,
@@ -121,9 +134,11 @@ impl Prepared {
         }
     }
 
-    /// The call itself, inside the subtransaction. On error the
-    /// subtransaction's rollback undoes what this set up.
-    fn run(&mut self, job: pg_sys::Datum) {
+    /// The call itself, inside the subtransaction; what it returned, when
+    /// it keeps its result. On error the subtransaction's rollback undoes
+    /// what this set up; a result over contract::MAX_RESULT_BYTES is such
+    /// an error (54000), so that the attempt fails and its writes go.
+    fn run(&mut self, job: pg_sys::Datum) -> Option<Jsonb> {
         // SAFETY: inside the subtransaction; the level is closed by
         // AtEOXact_GUC below, or by the subtransaction's rollback.
         let nest = unsafe { pg_sys::NewGUCNestLevel() };
@@ -163,7 +178,7 @@ impl Prepared {
         // a function whose signature takes one jsonb; job is a non-null
         // jsonb datum, copied into the transaction's memory; we are inside
         // a transaction, with a snapshot pushed.
-        unsafe { call_ignoring_result(&mut self.flinfo, job) };
+        let returned = unsafe { call(&mut self.flinfo, job) };
         // SAFETY: as for enable_timeout_after above; disabling a timeout
         // that is not active is allowed.
         unsafe { disable_timeout(STATEMENT_TIMEOUT, false) };
@@ -180,12 +195,22 @@ impl Prepared {
             pg_sys::AtEOXact_GUC(false, nest);
             pg_sys::CommandCounterIncrement();
         }
+        let result = returned.filter(|_| self.keeps_result).map(|datum| {
+            // SAFETY: a non-NULL datum the function returned, of its declared
+            // type jsonb; copied (detoasted) into the caller's memory
+            // context, current here, which outlives the subtransaction.
+            unsafe { Jsonb::copy_of(datum) }
+        });
+        if let Some(result) = result {
+            rules::check_result_size(result.size()).or_raise();
+        }
+        result
     }
 }
 
-/// Calls the function of `flinfo` with `argument`. Unlike
-/// FunctionCall1Coll, a NULL result is fine: a `RETURNS void` SQL function
-/// returns one.
+/// Calls the function of `flinfo` with `argument`; what it returned (None:
+/// NULL). Unlike FunctionCall1Coll, a NULL result is fine: a `RETURNS void`
+/// SQL function returns one.
 ///
 /// # Safety
 ///
@@ -193,7 +218,7 @@ impl Prepared {
 /// for a function that takes one argument, of the type of `argument`, a
 /// non-null datum; the caller is inside a transaction, with an active
 /// snapshot, on the main thread.
-unsafe fn call_ignoring_result(flinfo: &mut pg_sys::FmgrInfo, argument: pg_sys::Datum) {
+unsafe fn call(flinfo: &mut pg_sys::FmgrInfo, argument: pg_sys::Datum) -> Option<pg_sys::Datum> {
     let size = std::mem::size_of::<pg_sys::FunctionCallInfoBaseData>()
         + std::mem::size_of::<pg_sys::NullableDatum>();
     // SAFETY: palloc0 returns zeroed memory (or raises an ERROR) of the size
@@ -217,10 +242,15 @@ unsafe fn call_ignoring_result(flinfo: &mut pg_sys::FmgrInfo, argument: pg_sys::
     // on the main thread, and the closure only calls the C entry point,
     // which cannot panic (a Rust function has its own guard), and holds
     // nothing with a destructor that a longjmp would skip.
-    unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| entry(fcinfo)) };
-    // SAFETY: fcinfo was palloc'd above and is used no more. (After an
-    // ERROR it is left to its memory context, freed with the transaction.)
-    unsafe { pg_sys::pfree(fcinfo.cast()) };
+    let returned = unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| entry(fcinfo)) };
+    // SAFETY: fcinfo was palloc'd above; isnull is what the call set. It is
+    // used no more after. (After an ERROR it is left to its memory context,
+    // freed with the transaction.)
+    unsafe {
+        let isnull = (*fcinfo).isnull;
+        pg_sys::pfree(fcinfo.cast());
+        (!isnull).then_some(returned)
+    }
 }
 
 /// `name=value` as pg_db_role_setting keeps it (ParseLongOption's rules:

@@ -168,9 +168,14 @@ impl Worker {
 
 pub struct Shared {
     pub launcher_procno: i32,
-    /// When the launcher first ran since the server started or was
-    /// promoted (0: not yet): ticks of schedules due before it were missed,
-    /// whatever fired them on another primary (schedules/fire.rs).
+    /// The server started as a standby, or to recover to a point in time
+    /// (a signal file said so when its shared memory was made): it serves
+    /// from its promotion, not from its start.
+    pub started_in_recovery: bool,
+    /// When the launcher of a server that `started_in_recovery` first ran,
+    /// once promoted (0: not yet, or a server that started as a primary):
+    /// ticks of schedules due before it were missed, whatever fired them on
+    /// the old primary (schedules/fire.rs).
     pub serving_since: AtomicI64,
     /// Asks the launcher to scan pg_database once this time has come
     /// (0: no need).
@@ -194,6 +199,9 @@ impl Default for Shared {
     fn default() -> Self {
         Shared {
             launcher_procno: -1,
+            started_in_recovery: ["standby.signal", "recovery.signal"]
+                .iter()
+                .any(|file| data_directory_has(file)),
             serving_since: AtomicI64::new(0),
             rescan_at: AtomicI64::new(1),
             workers: [Worker::FREE; WORKER_SLOTS],
@@ -203,6 +211,20 @@ impl Default for Shared {
             latency_count: 0,
         }
     }
+}
+
+/// Whether `file` is in the data directory (the postmaster's current
+/// directory once it has started).
+fn data_directory_has(file: &str) -> bool {
+    // SAFETY: DataDir is set by the postmaster before shared memory is made
+    // (when this runs), to a NUL-terminated path, or NULL.
+    let dir = unsafe { pg_sys::DataDir };
+    if dir.is_null() {
+        return false;
+    }
+    // SAFETY: as above: a NUL-terminated string, live for the process.
+    let dir = unsafe { std::ffi::CStr::from_ptr(dir) }.to_string_lossy();
+    std::path::Path::new(dir.as_ref()).join(file).exists()
 }
 
 impl Shared {

@@ -149,7 +149,7 @@ enum Taken {
 fn record(
     session: &Session,
     taken: Taken,
-    delivered: Vec<i64>,
+    delivered: Vec<(i64, Option<Jsonb>)>,
     failed: Vec<(i64, String, bool)>,
     lease_of: &dyn Fn(i64) -> Uuid,
 ) -> Tally {
@@ -160,11 +160,12 @@ fn record(
     };
     session.tables(|client| {
         if !delivered.is_empty() {
+            let (ids, results) = delivered.into_iter().unzip();
             match taken {
                 Taken::Claimed => {
-                    jobs::succeed(client, delivered);
+                    jobs::succeed(client, ids, results);
                 }
-                Taken::Locked => jobs::succeed_locked(client, delivered, WORKER_NAME),
+                Taken::Locked => jobs::succeed_locked(client, ids, results, WORKER_NAME),
             }
         }
         for (id, message, permanent) in &failed {
@@ -438,7 +439,8 @@ fn deliver_locked(
 
 /// What the calls of one transaction gave.
 struct Calls {
-    delivered: Vec<i64>,
+    /// Each with what its sender returned, when it keeps its result.
+    delivered: Vec<(i64, Option<Jsonb>)>,
     /// (id, error, whether with QU001)
     failed: Vec<(i64, String, bool)>,
     /// How many jobs were called, and how many calls wrote.
@@ -461,9 +463,9 @@ fn call_each(sender: &mut Prepared, jobs: &[(i64, Jsonb)]) -> Calls {
         }
         calls.done += 1;
         match sender.call(job.datum()) {
-            Outcome::Delivered { wrote } => {
+            Outcome::Delivered { wrote, result } => {
                 calls.writes += wrote as usize;
-                calls.delivered.push(*id);
+                calls.delivered.push((*id, result));
             }
             Outcome::Failed { message, permanent } => calls.failed.push((*id, message, permanent)),
         }

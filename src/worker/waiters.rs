@@ -38,12 +38,16 @@ struct Slot {
     /// Its last look found ready jobs that a limit or the queue's order
     /// held back: a finished job may let one go.
     held: AtomicBool,
+    /// The job it awaits (queue_await; `queue` is 0 then); 0: none.
+    job: AtomicI64,
 }
 
 #[repr(C)]
 struct Header {
     /// How many slots are taken.
     waiting: AtomicU32,
+    /// How many of them await a job.
+    awaiting: AtomicU32,
     slots: u32,
 }
 
@@ -130,7 +134,25 @@ pub fn register(database: pg_sys::Oid, queue: i32) -> Option<Registration> {
     at_exit_free_slot();
     slot.wake_at.store(0, Ordering::SeqCst);
     slot.held.store(false, Ordering::SeqCst);
+    slot.job.store(0, Ordering::SeqCst);
     slot.queue.store(queue, Ordering::SeqCst);
+    slot.database.store(database.to_u32(), Ordering::SeqCst);
+    header.waiting.fetch_add(1, Ordering::SeqCst);
+    Some(Registration { procno })
+}
+
+/// Takes this backend's slot for awaiting job `job` of `database`
+/// (queue_await). None without the preload.
+pub fn register_await(database: pg_sys::Oid, job: i64) -> Option<Registration> {
+    let header = header()?;
+    let procno = usize::try_from(shared::my_procno()).ok()?;
+    let slot = slots().get(procno)?;
+    at_exit_free_slot();
+    slot.wake_at.store(0, Ordering::SeqCst);
+    slot.held.store(false, Ordering::SeqCst);
+    slot.queue.store(0, Ordering::SeqCst);
+    slot.job.store(job, Ordering::SeqCst);
+    header.awaiting.fetch_add(1, Ordering::SeqCst);
     slot.database.store(database.to_u32(), Ordering::SeqCst);
     header.waiting.fetch_add(1, Ordering::SeqCst);
     Some(Registration { procno })
@@ -189,11 +211,16 @@ fn free(slot: &Slot) {
     if database == 0 {
         return;
     }
+    let awaited = slot.job.swap(0, Ordering::SeqCst);
     if let Some(header) = header() {
         header.waiting.fetch_sub(1, Ordering::SeqCst);
+        if awaited != 0 {
+            header.awaiting.fetch_sub(1, Ordering::SeqCst);
+        }
     }
     let at = slot.wake_at.swap(0, Ordering::SeqCst);
-    if at != 0 {
+    // (an awaiter's wake-up was for its job alone)
+    if at != 0 && awaited == 0 {
         let queue = Target::Queue(slot.queue.load(Ordering::SeqCst));
         wake(pg_sys::Oid::from(database), queue, Some(1), at);
     }
@@ -279,9 +306,24 @@ impl QueueNote {
     }
 }
 
+/// The most ended jobs a transaction notes by id; past it, its commit wakes
+/// every awaiter of the database, each of which looks at its own job.
+const ENDED_BY_ID: usize = 10_000;
+
+/// The jobs the current transaction ended, for their awaiters.
+#[derive(Default)]
+enum EndedJobs {
+    #[default]
+    None,
+    These(Vec<i64>),
+    /// More than ENDED_BY_ID.
+    Many,
+}
+
 thread_local! {
     /// The notes of the current transaction, by queue.
     static NOTES: RefCell<HashMap<i32, QueueNote>> = RefCell::new(HashMap::new());
+    static ENDED: RefCell<EndedJobs> = RefCell::new(EndedJobs::None);
 }
 
 fn note(queue: i32, change: impl FnOnce(&mut QueueNote)) {
@@ -323,6 +365,25 @@ pub fn note_ended(queue: i32, jobs: usize) {
     }
 }
 
+/// Jobs `ids` end when this transaction commits: their awaiters return.
+/// (Noted whether or not anyone awaits now: one who starts to before the
+/// commit must be found by it.)
+pub fn note_ended_jobs(ids: impl Iterator<Item = i64>) {
+    if !shared::available() {
+        return;
+    }
+    ENDED.with_borrow_mut(|ended| {
+        for id in ids {
+            match ended {
+                EndedJobs::Many => return,
+                EndedJobs::None => *ended = EndedJobs::These(vec![id]),
+                EndedJobs::These(these) if these.len() == ENDED_BY_ID => *ended = EndedJobs::Many,
+                EndedJobs::These(these) => these.push(id),
+            }
+        }
+    });
+}
+
 /// At a commit, the notes wake waiters; otherwise they are forgotten.
 ///
 /// # Safety
@@ -340,7 +401,8 @@ unsafe extern "C-unwind" fn at_transaction_end(
         // database and never changes after.
         XACT_EVENT_COMMIT => at_commit(unsafe { pg_sys::MyDatabaseId }),
         XACT_EVENT_ABORT | XACT_EVENT_PREPARE | XACT_EVENT_PARALLEL_ABORT => {
-            NOTES.with_borrow_mut(HashMap::clear)
+            NOTES.with_borrow_mut(HashMap::clear);
+            ENDED.with_borrow_mut(std::mem::take);
         }
         _ => {}
     }
@@ -350,10 +412,17 @@ unsafe extern "C-unwind" fn at_transaction_end(
 /// call for.
 fn at_commit(database: pg_sys::Oid) {
     let notes = NOTES.with_borrow_mut(std::mem::take);
-    if notes.is_empty() || header().is_none_or(|h| h.waiting.load(Ordering::SeqCst) == 0) {
+    let ended = ENDED.with_borrow_mut(std::mem::take);
+    let Some(header) = header() else {
+        return;
+    };
+    if header.waiting.load(Ordering::SeqCst) == 0 {
         return;
     }
     let now = crate::time::now_us();
+    if header.awaiting.load(Ordering::SeqCst) > 0 {
+        wake_awaiters(database, ended, now);
+    }
     for (queue, note) in notes {
         if note.all {
             wake(database, Target::Queue(queue), None, now);
@@ -367,6 +436,22 @@ fn at_commit(database: pg_sys::Oid) {
         }
         if note.ended > 0 {
             wake(database, Target::Held(queue), Some(note.ended), now);
+        }
+    }
+}
+
+/// Wakes the awaiters in `database` of the jobs `ended`.
+fn wake_awaiters(database: pg_sys::Oid, ended: EndedJobs, now: i64) {
+    let ended: Option<std::collections::HashSet<i64>> = match ended {
+        EndedJobs::None => return,
+        EndedJobs::These(ids) => Some(ids.into_iter().collect()),
+        EndedJobs::Many => None,
+    };
+    for (procno, slot) in waiting_in(database) {
+        let job = slot.job.load(Ordering::SeqCst);
+        if job != 0 && ended.as_ref().is_none_or(|ids| ids.contains(&job)) {
+            slot.wake_at.store(now.max(1), Ordering::SeqCst);
+            shared::set_latch(procno as i32);
         }
     }
 }

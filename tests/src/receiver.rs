@@ -30,6 +30,8 @@ impl Seen {
 #[derive(Clone)]
 pub enum Reply {
     Status(u16, Vec<(&'static str, String)>),
+    /// A status with a body of its own.
+    Body(u16, String),
     Hang,
 }
 
@@ -98,6 +100,11 @@ impl Receiver {
                 };
                 match reply {
                     Reply::Hang => held.push(request),
+                    Reply::Body(status, body) => {
+                        let response =
+                            tiny_http::Response::from_string(body).with_status_code(status);
+                        let _ = request.respond(response);
+                    }
                     Reply::Status(status, headers) => {
                         let mut response =
                             tiny_http::Response::from_string(format!("reply {status}"))
