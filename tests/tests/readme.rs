@@ -548,7 +548,11 @@ fn function_examples_run_in_order() {
             .iter()
             .map(|r| (r.get(0), r.get(1)))
             .collect::<Vec<(String, bool)>>(),
-        vec![("emails".into(), false), ("webhooks".into(), false)]
+        vec![
+            ("emails".into(), false),
+            ("replies".into(), false),
+            ("webhooks".into(), false)
+        ]
     );
 }
 
@@ -1058,4 +1062,170 @@ fn waiting_example_returns_ready_when_another_session_enqueues() {
         &[],
     );
     assert_eq!(processing, 1, "the claim took the job:\n{stdout}");
+}
+
+/// A started program, stopped when dropped.
+struct StopOnDrop(Option<Child>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A free port of 127.0.0.1 (the handlers' PORT).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// POSTs `body` to the handler at `port` with curl: (status, body).
+fn post(port: u16, body: &str) -> (u16, String) {
+    let out = Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}", "-X", "POST", "-H"])
+        .arg("Content-Type: application/json")
+        .args(["--data", body, "--max-time", "60"])
+        .arg(format!("http://127.0.0.1:{port}/"))
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (reply, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), reply.to_string())
+}
+
+/// The request and reply handler `name` (docs/pull.md), run as pasted with
+/// `program`: POSTs are answered with the job's result, 502 when it failed,
+/// 504 when it had not ended in time; against a pulled queue with a
+/// consumer beside it, or (`push`) the queue of docs/push.md's sender that
+/// returns jsonb.
+fn check_reply_handler(name: &str, program: &str, file: &str, env: &[(&str, PathBuf)], push: bool) {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    create_role(&mut admin, "web");
+    if push {
+        psql_ok(&cluster, "postgres", &snippet("push-reply"));
+        admin
+            .batch_execute("GRANT USAGE ON SCHEMA public TO web")
+            .unwrap();
+    } else {
+        admin
+            .batch_execute("SELECT queue_create('thumbnails', retry_delay => '0')")
+            .unwrap();
+    }
+    let queue = if push { "renders" } else { "thumbnails" };
+    let path = write(&cluster, file, &snippet(name));
+    let port = free_port();
+    let mut command = Command::new(program);
+    command.arg(&path);
+    libpq_env(&mut command, &cluster, "web");
+    command.env("PORT", port.to_string()).env("QUEUE", queue);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let (child, files) = spawn(&cluster, command, name);
+    // (stopped however the test ends: a server left running would hold
+    // what it inherited)
+    let mut server = StopOnDrop(Some(child));
+    eventually(&format!("{name} listening"), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    // a consumer (unless the database delivers the queue): claims the first
+    // two jobs as they come, completes "cat" with its thumbnail and fails
+    // "dog" for good; "slow" comes after it has gone
+    let consumer = (!push).then(|| {
+        let mut client = cluster.connect();
+        std::thread::spawn(move || {
+            for _ in 0..2 {
+                let job = loop {
+                    let rows = client
+                        .query(
+                            "SELECT id, lease::text, payload->>'image'
+                               FROM queue_claim('thumbnails')",
+                            &[],
+                        )
+                        .unwrap();
+                    if let Some(row) = rows.first() {
+                        break (
+                            row.get::<_, i64>(0),
+                            row.get::<_, String>(1),
+                            row.get::<_, String>(2),
+                        );
+                    }
+                    sleep(Duration::from_millis(20));
+                };
+                let (id, lease, image) = job;
+                if image == "cat" {
+                    client
+                        .execute(
+                            "SELECT queue_complete($1, $2::text::uuid,
+                                    jsonb_build_object('thumbnail', $3::text || '-128.png'))",
+                            &[&id, &lease, &image],
+                        )
+                        .unwrap();
+                } else {
+                    client
+                        .execute(
+                            "SELECT queue_fail($1, $2::text::uuid, 'corrupt image', permanent => true)",
+                            &[&id, &lease],
+                        )
+                        .unwrap();
+                }
+            }
+        })
+    });
+    let json = |text: &str| -> serde_json::Value {
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}: {text}"))
+    };
+    let (code, reply) = post(port, r#"{"image": "cat"}"#);
+    assert_eq!(
+        (code, json(&reply)),
+        (200, serde_json::json!({"thumbnail": "cat-128.png"})),
+        "{name}"
+    );
+    if !push {
+        let (code, reply) = post(port, r#"{"image": "dog"}"#);
+        assert_eq!(
+            (code, json(&reply)["status"].clone()),
+            (502, "failed".into()),
+            "{name}"
+        );
+        // no consumer takes it: after the handler's 10 seconds, 504
+        let (code, reply) = post(port, r#"{"image": "slow"}"#);
+        assert_eq!(
+            (code, json(&reply)["status"].clone()),
+            (504, "pending".into()),
+            "{name}"
+        );
+        consumer.unwrap().join().unwrap();
+    }
+    let mut child = server.0.take().unwrap();
+    let _ = child.kill();
+    let out = finish(child, files, LOOP_LIMIT);
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .all(|l| !l.contains("Error")),
+        "{name}:\n{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn python_reply_handler_answers_with_the_result_of_a_pulled_and_a_pushed_job() {
+    check_reply_handler("python-reply", "python3", "reply_server.py", &[], false);
+    check_reply_handler("python-reply", "python3", "reply_server.py", &[], true);
+}
+
+#[test]
+fn node_reply_handler_answers_with_the_result_of_a_pulled_and_a_pushed_job() {
+    let modules = root().join("tests/readme/node_modules");
+    let env = [("NODE_PATH", modules)];
+    check_reply_handler("node-reply", "node", "reply_server.js", &env, false);
+    check_reply_handler("node-reply", "node", "reply_server.js", &env, true);
 }
