@@ -1,7 +1,7 @@
 -- The tables belong to the extension owner alone: the API functions reach
 -- them as that owner, so no one can forge a job's state. DBAs read the views.
 REVOKE ALL ON queue_queues, queue_webhooks, queue_live, queue_live_0, queue_live_1, queue_done,
-    queue_dead, queue_counters, queue_tallies, queue_claims, queue_recurring FROM PUBLIC;
+    queue_dead, queue_counters, queue_tallies, queue_claims, queue_recurring, queue_edges FROM PUBLIC;
 DO $$
 BEGIN
     FOR i IN 0..queue_history_partitions() - 1 LOOP

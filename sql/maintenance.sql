@@ -321,11 +321,12 @@ BEGIN
             INSERT INTO queue_live (slot, queue_id, priority, attempts, id, run_at,
                 enqueued_at, lease_expires_at, lease, state, worker, dedup_key,
                 last_error, headers, payload, uid, group_key, turn, group_counted,
-                turn_safe)
+                turn_safe, depends_on, waiting_for, has_children)
             SELECT %s, l.queue_id, l.priority, l.attempts, l.id, l.run_at,
                    l.enqueued_at, l.lease_expires_at, l.lease, l.state, l.worker,
                    l.dedup_key, l.last_error, l.headers, l.payload, l.uid, l.group_key,
-                   l.turn, l.group_counted, l.turn_safe
+                   l.turn, l.group_counted, l.turn_safe, l.depends_on, l.waiting_for,
+                   l.has_children
               FROM %s l
              WHERE EXISTS (SELECT FROM queue_queues q WHERE q.id = l.queue_id)
             $sql$, 1 - current_slot, source);

@@ -4,7 +4,8 @@
 -- objects call the 0.4.0 library correctly until this has run. What it
 -- changes is what 0.4.0's install script has that 0.3.0's had not, written
 -- the same way (tests/tests/upgrade.rs compares the result with a fresh
--- install object by object).
+-- install object by object). Jobs enqueued before keep working as they
+-- were: none has parents or children, or a result.
 
 -- A webhook's URL as views show it (queue_stats.sender): 0.4.0 hides the
 -- part of its path that may be a secret (webhooks/allow.rs); the webhooks
@@ -19,26 +20,205 @@ UPDATE queue_queues q
 DROP FUNCTION queue_webhook_shown_0_4_0(text);
 
 -- Results (docs/pull.md, "Request and reply"): a succeeded job keeps what it
--- gave back, shown by queue_jobs and queue_job().
-ALTER TABLE queue_done ADD COLUMN result jsonb;
+-- gave back. Dependencies (docs/dependencies.md): a job's parents, how many
+-- it still waits for, whether jobs wait for it, and the parent whose
+-- failure cancelled it; and the edges between them.
+ALTER TABLE queue_live
+    ADD COLUMN depends_on bigint[],
+    ADD COLUMN waiting_for integer NOT NULL DEFAULT 0,
+    ADD COLUMN has_children boolean NOT NULL DEFAULT false;
+ALTER TABLE queue_done
+    ADD COLUMN result jsonb,
+    ADD COLUMN depends_on bigint[],
+    ADD COLUMN has_children boolean NOT NULL DEFAULT false,
+    ADD COLUMN cancelled_by bigint;
+ALTER TABLE queue_dead
+    ADD COLUMN depends_on bigint[],
+    ADD COLUMN has_children boolean NOT NULL DEFAULT false;
+CREATE TABLE queue_edges (
+    parent  bigint NOT NULL,
+    child   bigint NOT NULL,
+    cancels boolean NOT NULL,
+    PRIMARY KEY (parent, child)
+);
+CREATE INDEX queue_edges_child ON queue_edges (child);
+SELECT pg_catalog.pg_extension_config_dump('queue_edges', '');
+REVOKE ALL ON queue_edges FROM PUBLIC;
 
+-- A job's result, parents and parents waited for in queue_jobs, the jobs
+-- waiting for parents in queue_stats (views.sql).
 CREATE OR REPLACE VIEW queue_jobs AS
 SELECT j.id, q.name AS queue,
        CASE j.state WHEN 'processing' THEN 'processing' ELSE 'pending' END AS status,
        j.payload, j.headers, j.priority, j.attempts, q.max_attempts, j.run_at,
        j.enqueued_at, NULL::timestamptz AS finished_at, j.last_error, j.worker,
-       j.lease_expires_at, j.dedup_key, j.group_key, NULL::jsonb AS result
+       j.lease_expires_at, j.dedup_key, j.group_key, NULL::jsonb AS result, j.depends_on,
+       j.waiting_for
   FROM queue_live j JOIN queue_queues q ON q.id = j.queue_id
 UNION ALL
 SELECT j.id, q.name, j.status, j.payload, j.headers, j.priority, j.attempts,
        q.max_attempts, j.run_at, j.enqueued_at, j.finished_at, j.last_error, j.worker,
-       NULL::timestamptz, j.dedup_key, j.group_key, j.result
+       NULL::timestamptz, j.dedup_key, j.group_key, j.result, j.depends_on, 0
   FROM queue_done j JOIN queue_queues q ON q.id = j.queue_id
 UNION ALL
 SELECT j.id, q.name, 'failed', j.payload, j.headers, j.priority, j.attempts,
        q.max_attempts, j.run_at, j.enqueued_at, j.finished_at, j.last_error, j.worker,
-       NULL::timestamptz, j.dedup_key, j.group_key, NULL::jsonb
+       NULL::timestamptz, j.dedup_key, j.group_key, NULL::jsonb, j.depends_on, 0
   FROM queue_dead j JOIN queue_queues q ON q.id = j.queue_id;
+
+CREATE OR REPLACE VIEW queue_stats AS
+SELECT q.name AS queue,
+       q.paused,
+       q.sender,
+       coalesce(l.pending, 0) AS pending,
+       coalesce(l.scheduled, 0) AS scheduled,
+       coalesce(l.processing, 0) AS processing,
+       coalesce(c.succeeded, 0) AS succeeded,
+       coalesce(c.failed, 0) AS failed,
+       coalesce(c.cancelled, 0) AS cancelled,
+       CASE WHEN l.oldest_due IS NOT NULL
+            THEN greatest(now() - l.oldest_due, interval '0') END AS oldest_due_age,
+       coalesce(c.enqueued_total, 0) AS enqueued_total,
+       coalesce(c.succeeded_total, 0) AS succeeded_total,
+       coalesce(c.failed_total, 0) AS failed_total,
+       coalesce(l.blocked, 0) AS blocked
+  FROM queue_queues q
+  LEFT JOIN (
+        SELECT queue_id,
+               count(*) FILTER (WHERE state = 'ready'
+                                   OR (state = 'scheduled' AND run_at <= now())) AS pending,
+               count(*) FILTER (WHERE state = 'scheduled' AND run_at > now()) AS scheduled,
+               count(*) FILTER (WHERE state = 'processing') AS processing,
+               count(*) FILTER (WHERE state = 'blocked') AS blocked,
+               min(run_at) FILTER (WHERE state = 'ready'
+                                      OR (state = 'scheduled' AND run_at <= now())) AS oldest_due
+          FROM queue_live
+         GROUP BY queue_id) l ON l.queue_id = q.id
+  LEFT JOIN (
+        SELECT queue_id,
+               sum(enqueued_total)::bigint AS enqueued_total,
+               sum(succeeded_total)::bigint AS succeeded_total,
+               sum(failed_total)::bigint AS failed_total,
+               sum(succeeded)::bigint AS succeeded,
+               sum(cancelled)::bigint AS cancelled,
+               sum(failed)::bigint AS failed
+          FROM (SELECT queue_id, enqueued_total, succeeded_total, failed_total, succeeded,
+                       cancelled, failed
+                  FROM queue_counters
+                UNION ALL
+                SELECT queue_id, enqueued_total, succeeded_total, failed_total, succeeded,
+                       cancelled, failed
+                  FROM queue_tallies) t
+         GROUP BY queue_id) c ON c.queue_id = q.id
+ ORDER BY q.name;
+
+-- (a row type of its own: the function's argument shares its name with the
+-- first column)
+CREATE TYPE queue_parent AS (id bigint, queue text, status text, result jsonb);
+CREATE FUNCTION queue_parents(id bigint) RETURNS SETOF queue_parent
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+BEGIN
+    IF queue_parents.id IS NULL THEN
+        RAISE EXCEPTION 'id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    RETURN QUERY
+    SELECT p.parent, j.queue, j.status, j.result
+      FROM (SELECT c.depends_on FROM queue_jobs c WHERE c.id = queue_parents.id LIMIT 1) c
+     CROSS JOIN LATERAL unnest(c.depends_on) WITH ORDINALITY AS p(parent, n)
+      LEFT JOIN LATERAL (SELECT j.queue, j.status, j.result FROM queue_jobs j
+                          WHERE j.id = p.parent LIMIT 1) j ON true
+     ORDER BY p.n;
+END
+$$;
+
+-- The rotation copies a job's dependencies with it (maintenance.sql).
+CREATE OR REPLACE FUNCTION queue_rotate_live(force boolean DEFAULT false) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, @extschema@, pg_temp
+SET lock_timeout = '200ms'
+AS $$
+DECLARE
+    current_slot integer;
+    source regclass;
+    dead bigint;
+    live bigint;
+    row_bytes numeric;
+    jobs bigint;
+    -- vacuum is held back by a snapshot (looked up once: both rules ask)
+    held boolean;
+    -- the most jobs a rotation copies while vacuum can clean instead
+    copy_limit CONSTANT bigint := 10000;
+    -- below this many dead tuples, vacuum keeps up: no rotation for them
+    dead_floor CONSTANT bigint := 5000;
+    -- under a held snapshot, rotate once the dead pass this times the
+    -- square root of the jobs (the cost of stepping over them grows with
+    -- the square of the time between rotations)
+    held_factor CONSTANT numeric := 40;
+    -- a partition this large, and this many times what its jobs need, is
+    -- mostly empty pages that a sequential scan (queue_stats) still reads
+    sparse_bytes CONSTANT bigint := 8 * 1024 * 1024;
+    sparse_ratio CONSTANT numeric := 4;
+BEGIN
+    IF force IS NULL THEN
+        RAISE EXCEPTION 'force must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM queue_check_read_committed('queue_rotate_live');
+    current_slot := (SELECT last_value % 2 FROM queue_live_generation);
+    source := format('queue_live_%s', current_slot)::regclass;
+    dead := pg_stat_get_dead_tuples(source);
+    live := pg_stat_get_live_tuples(source);
+    held := NOT force AND queue_cleanup_held_back();
+    IF NOT (force OR dead > greatest(dead_floor, live)
+            OR (dead > greatest(dead_floor, held_factor * sqrt(live)) AND held))
+    THEN
+        IF pg_relation_size(source) <= sparse_bytes THEN
+            RETURN false;
+        END IF;
+        EXECUTE format('SELECT avg(pg_column_size(s.*)) FROM (SELECT * FROM %s LIMIT 100) s', source)
+           INTO row_bytes;
+        IF pg_relation_size(source) <= sparse_ratio * live * coalesce(row_bytes, 0) THEN
+            RETURN false;
+        END IF;
+    END IF;
+    IF NOT (force OR held) THEN
+        -- The jobs the copy would take (the statistics can be far off),
+        -- counted from the newest, since the oldest are mostly finished, up
+        -- to one past the limit.
+        EXECUTE format('SELECT count(*) FROM (SELECT FROM %s ORDER BY id DESC LIMIT %s) s',
+                       source, copy_limit + 1)
+           INTO jobs;
+        IF jobs > copy_limit THEN
+            RETURN false;
+        END IF;
+    END IF;
+    BEGIN
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', source);
+        PERFORM nextval('queue_live_generation');
+        -- Jobs of queues dropped meanwhile are left behind.
+        EXECUTE format($sql$
+            INSERT INTO queue_live (slot, queue_id, priority, attempts, id, run_at,
+                enqueued_at, lease_expires_at, lease, state, worker, dedup_key,
+                last_error, headers, payload, uid, group_key, turn, group_counted,
+                turn_safe, depends_on, waiting_for, has_children)
+            SELECT %s, l.queue_id, l.priority, l.attempts, l.id, l.run_at,
+                   l.enqueued_at, l.lease_expires_at, l.lease, l.state, l.worker,
+                   l.dedup_key, l.last_error, l.headers, l.payload, l.uid, l.group_key,
+                   l.turn, l.group_counted, l.turn_safe, l.depends_on, l.waiting_for,
+                   l.has_children
+              FROM %s l
+             WHERE EXISTS (SELECT FROM queue_queues q WHERE q.id = l.queue_id)
+            $sql$, 1 - current_slot, source);
+        EXECUTE format('TRUNCATE %s', source);
+        RETURN true;
+    -- Another upkeep holds the partition (two that both read it and then
+    -- both ask for it deadlock; PostgreSQL picks one): skip.
+    EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+        RETURN false;
+    END;
+END
+$$;
 
 -- Functions that gain arguments: the old ones are renamed, the new ones
 -- made, and what a DBA granted or revoked on an old one is granted or
@@ -47,6 +227,10 @@ SELECT j.id, q.name, 'failed', j.payload, j.headers, j.priority, j.attempts,
 -- dumping them as the DBA's own, as it did before the update.)
 ALTER FUNCTION queue_complete(bigint, uuid) RENAME TO queue_complete_0_3_0;
 ALTER FUNCTION queue_complete_batch(bigint[], uuid[]) RENAME TO queue_complete_batch_0_3_0;
+ALTER FUNCTION queue_enqueue(text, jsonb, interval, integer, text, timestamptz, jsonb, text)
+    RENAME TO queue_enqueue_0_3_0;
+ALTER FUNCTION queue_enqueue_batch(text, jsonb[], interval, integer, text[], text[])
+    RENAME TO queue_enqueue_batch_0_3_0;
 
 CREATE  FUNCTION "queue_complete"(
 	"id" bigint, /* Option < i64 > */
@@ -66,6 +250,36 @@ VOLATILE PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'queue_complete_batch_wrapper';
 
+CREATE  FUNCTION "queue_enqueue"(
+	"queue" TEXT, /* Option < & str > */
+	"payload" jsonb, /* Option < Jsonb > */
+	"delay" interval DEFAULT '0', /* Option < Interval > */
+	"priority" INT DEFAULT 0, /* Option < i32 > */
+	"dedup_key" TEXT DEFAULT NULL, /* Option < & str > */
+	"run_at" timestamp with time zone DEFAULT NULL, /* Option < TimestampWithTimeZone > */
+	"headers" jsonb DEFAULT NULL, /* Option < Jsonb > */
+	"group_key" TEXT DEFAULT NULL, /* Option < & str > */
+	"depends_on" bigint[] DEFAULT NULL, /* :: std :: option :: Option < Vec < Option < i64 > > > */
+	"on_parent_failure" TEXT DEFAULT 'cancel' /* Option < & str > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_enqueue_wrapper';
+
+CREATE  FUNCTION "queue_enqueue_batch"(
+	"queue" TEXT, /* Option < & str > */
+	"payloads" jsonb[], /* Option < JsonbArray > */
+	"delay" interval DEFAULT '0', /* Option < Interval > */
+	"priority" INT DEFAULT 0, /* Option < i32 > */
+	"group_keys" TEXT[] DEFAULT NULL, /* :: std :: option :: Option < Vec < Option < String > > > */
+	"dedup_keys" TEXT[] DEFAULT NULL, /* :: std :: option :: Option < Vec < Option < String > > > */
+	"depends_on" bigint[] DEFAULT NULL, /* :: std :: option :: Option < Vec < Option < i64 > > > */
+	"on_parent_failure" TEXT DEFAULT 'cancel' /* Option < & str > */
+) RETURNS SETOF bigint /* i64 */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_enqueue_batch_wrapper';
+
 DO $$
 DECLARE
     f record;
@@ -78,7 +292,8 @@ BEGIN
             ON n.pronamespace = o.pronamespace
            AND n.proname = pg_catalog.left(o.proname, -6)
          WHERE o.pronamespace = '@extschema@'::regnamespace
-           AND o.proname IN ('queue_complete_0_3_0', 'queue_complete_batch_0_3_0')
+           AND o.proname IN ('queue_complete_0_3_0', 'queue_complete_batch_0_3_0',
+                             'queue_enqueue_0_3_0', 'queue_enqueue_batch_0_3_0')
            AND o.proacl IS NOT NULL
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f.new);
@@ -98,6 +313,8 @@ $$;
 
 DROP FUNCTION queue_complete_0_3_0(bigint, uuid);
 DROP FUNCTION queue_complete_batch_0_3_0(bigint[], uuid[]);
+DROP FUNCTION queue_enqueue_0_3_0(text, jsonb, interval, integer, text, timestamptz, jsonb, text);
+DROP FUNCTION queue_enqueue_batch_0_3_0(text, jsonb[], interval, integer, text[], text[]);
 
 -- Awaiting a job (docs/waiting.md).
 -- (PostgreSQL takes no OUT parameter of a procedure after one with a

@@ -62,8 +62,9 @@ CREATE SEQUENCE queue_live_generation MINVALUE 0 START 0;
 SELECT pg_catalog.setval('queue_live_generation', 0, true);
 
 -- Unfinished jobs, and nothing else: the table that claims scan. `state` is
--- `ready` (pending and due), `scheduled` (pending, due later) or `processing`.
--- Each state has its own partial index, so that a claim reads only ready jobs
+-- `ready` (pending and due), `scheduled` (pending, due later), `blocked`
+-- (pending, waiting for its parents: no index, it is found by its id) or
+-- `processing`. Each state has its own partial index, so that a claim reads only ready jobs
 -- in claim order, whatever the number of scheduled jobs, jobs in flight, jobs
 -- of other queues, or finished jobs (which live elsewhere).
 --
@@ -109,11 +110,19 @@ CREATE TABLE queue_live (
     -- back (queue_retry) takes turn -1, below every enqueue's. A claim may
     -- then take such a job at the front's turn without looking for older
     -- jobs of its group (ordered_heads.sql).
-    turn_safe        boolean NOT NULL DEFAULT false
+    turn_safe        boolean NOT NULL DEFAULT false,
+    -- Dependencies (docs/dependencies.md): the job's parents (NULL: none),
+    -- how many have not ended as it waits for them (state 'blocked' while
+    -- that is above 0), and whether jobs wait for this one (queue_edges):
+    -- its end then settles them, and a job without children touches none of
+    -- it.
+    depends_on       bigint[],
+    waiting_for      integer NOT NULL DEFAULT 0,
+    has_children     boolean NOT NULL DEFAULT false
 ) PARTITION BY LIST (slot);
 -- Invariants that only the extension's statements write, so they are not
 -- CHECK constraints (each would be parsed anew by every statement that
--- writes a job): `state` is one of the three words above, and a job holds a
+-- writes a job): `state` is one of the four words above, and a job holds a
 -- lease exactly while it is in flight (state = 'processing' and lease IS NOT
 -- NULL go together; completions rely on it).
 
@@ -169,7 +178,12 @@ CREATE TABLE queue_done (
     group_key    text,
     -- What a succeeded job gave back (queue_complete's result, a sender's
     -- jsonb, a webhook's response), kept as long as the job.
-    result       jsonb
+    result       jsonb,
+    depends_on   bigint[],
+    has_children boolean NOT NULL DEFAULT false,
+    -- The parent whose failure cancelled it (queue_retry of that parent
+    -- puts it back).
+    cancelled_by bigint
 ) PARTITION BY LIST (slot);
 
 -- How many partitions queue_done has: with queue_done_slot's four-hour
@@ -207,9 +221,26 @@ CREATE TABLE queue_dead (
     headers      jsonb,
     payload      jsonb NOT NULL,
     uid          uuid NOT NULL,
-    group_key    text
+    group_key    text,
+    depends_on   bigint[],
+    has_children boolean NOT NULL DEFAULT false
 );
 CREATE INDEX queue_dead_queue ON queue_dead (queue_id, id);
+
+-- Which jobs wait for which (docs/dependencies.md): an edge from a parent to
+-- a child for as long as the parent's end has not been counted for the
+-- child, and after a parent's failure cancelled the child (`cancels`: the
+-- child's on_parent_failure is 'cancel'), so that a retry of the parent
+-- finds it again. A parent's end settles its children through its edges,
+-- each once: its transaction deletes an edge it counts, which a concurrent
+-- resume of the child waits for.
+CREATE TABLE queue_edges (
+    parent  bigint NOT NULL,
+    child   bigint NOT NULL,
+    cancels boolean NOT NULL,
+    PRIMARY KEY (parent, child)
+);
+CREATE INDEX queue_edges_child ON queue_edges (child);
 
 -- How many jobs each queue has seen end which way, for queue_stats, without
 -- counting history and without one row that every enqueue would update.
@@ -312,6 +343,7 @@ SELECT pg_catalog.pg_extension_config_dump('queue_counters', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_tallies', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_claims', '');
 SELECT pg_catalog.pg_extension_config_dump('queue_recurring', '');
+SELECT pg_catalog.pg_extension_config_dump('queue_edges', '');
 
 -- The partition of queue_done that a job expiring at `expires` goes to: one
 -- four-hour window of every 32 hours, so that each partition empties soon

@@ -4,17 +4,18 @@ SELECT j.id, q.name AS queue,
        CASE j.state WHEN 'processing' THEN 'processing' ELSE 'pending' END AS status,
        j.payload, j.headers, j.priority, j.attempts, q.max_attempts, j.run_at,
        j.enqueued_at, NULL::timestamptz AS finished_at, j.last_error, j.worker,
-       j.lease_expires_at, j.dedup_key, j.group_key, NULL::jsonb AS result
+       j.lease_expires_at, j.dedup_key, j.group_key, NULL::jsonb AS result, j.depends_on,
+       j.waiting_for
   FROM queue_live j JOIN queue_queues q ON q.id = j.queue_id
 UNION ALL
 SELECT j.id, q.name, j.status, j.payload, j.headers, j.priority, j.attempts,
        q.max_attempts, j.run_at, j.enqueued_at, j.finished_at, j.last_error, j.worker,
-       NULL::timestamptz, j.dedup_key, j.group_key, j.result
+       NULL::timestamptz, j.dedup_key, j.group_key, j.result, j.depends_on, 0
   FROM queue_done j JOIN queue_queues q ON q.id = j.queue_id
 UNION ALL
 SELECT j.id, q.name, 'failed', j.payload, j.headers, j.priority, j.attempts,
        q.max_attempts, j.run_at, j.enqueued_at, j.finished_at, j.last_error, j.worker,
-       NULL::timestamptz, j.dedup_key, j.group_key, NULL::jsonb
+       NULL::timestamptz, j.dedup_key, j.group_key, NULL::jsonb, j.depends_on, 0
   FROM queue_dead j JOIN queue_queues q ON q.id = j.queue_id;
 
 -- The row of one job; none for an id that does not exist (or no longer does).
@@ -27,6 +28,30 @@ BEGIN
         RAISE EXCEPTION 'id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     RETURN QUERY SELECT * FROM queue_jobs j WHERE j.id = queue_job.id;
+END
+$$;
+
+-- The parents of one job (depends_on, in order), with their outcomes: a
+-- callback reads its batch's results here. Status and result NULL for a
+-- parent no longer retained; no row for a job without parents, or missing.
+-- (a row type of its own: the function's argument shares its name with the
+-- first column)
+CREATE TYPE queue_parent AS (id bigint, queue text, status text, result jsonb);
+CREATE FUNCTION queue_parents(id bigint) RETURNS SETOF queue_parent
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+BEGIN
+    IF queue_parents.id IS NULL THEN
+        RAISE EXCEPTION 'id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    RETURN QUERY
+    SELECT p.parent, j.queue, j.status, j.result
+      FROM (SELECT c.depends_on FROM queue_jobs c WHERE c.id = queue_parents.id LIMIT 1) c
+     CROSS JOIN LATERAL unnest(c.depends_on) WITH ORDINALITY AS p(parent, n)
+      LEFT JOIN LATERAL (SELECT j.queue, j.status, j.result FROM queue_jobs j
+                          WHERE j.id = p.parent LIMIT 1) j ON true
+     ORDER BY p.n;
 END
 $$;
 
@@ -47,7 +72,8 @@ SELECT q.name AS queue,
             THEN greatest(now() - l.oldest_due, interval '0') END AS oldest_due_age,
        coalesce(c.enqueued_total, 0) AS enqueued_total,
        coalesce(c.succeeded_total, 0) AS succeeded_total,
-       coalesce(c.failed_total, 0) AS failed_total
+       coalesce(c.failed_total, 0) AS failed_total,
+       coalesce(l.blocked, 0) AS blocked
   FROM queue_queues q
   LEFT JOIN (
         SELECT queue_id,
@@ -55,6 +81,7 @@ SELECT q.name AS queue,
                                    OR (state = 'scheduled' AND run_at <= now())) AS pending,
                count(*) FILTER (WHERE state = 'scheduled' AND run_at > now()) AS scheduled,
                count(*) FILTER (WHERE state = 'processing') AS processing,
+               count(*) FILTER (WHERE state = 'blocked') AS blocked,
                min(run_at) FILTER (WHERE state = 'ready'
                                       OR (state = 'scheduled' AND run_at <= now())) AS oldest_due
           FROM queue_live

@@ -50,6 +50,7 @@ struct Partition {
     id_index: Oid,
     queue_id: i16,
     lease: i16,
+    has_children: i16,
 }
 
 #[derive(Clone, Copy)]
@@ -150,8 +151,8 @@ pub fn complete(id: i64, lease: Uuid) -> Outcome {
         None => Outcome::NotHeld,
         Some(found) => {
             match keeps_history(found.queue_id) {
-                Some(false) => {}
-                Some(true) | None => return Outcome::UseStatement,
+                Some(false) if !found.has_children => {}
+                _ => return Outcome::UseStatement,
             }
             if open.delete(&found, &lease) {
                 open.tally(found.queue_id);
@@ -291,6 +292,7 @@ fn partition(name: &CStr, schema: Oid) -> Option<Partition> {
         id_index,
         queue_id: column(oid, c"queue_id", pg_sys::INT4OID)?,
         lease: column(oid, c"lease", pg_sys::UUIDOID)?,
+        has_children: column(oid, c"has_children", pg_sys::BOOLOID)?,
     })
 }
 
@@ -340,6 +342,8 @@ struct Found {
     partition: usize,
     tid: pg_sys::ItemPointerData,
     queue_id: i32,
+    /// Jobs wait for it: its end settles them (the statement does).
+    has_children: bool,
 }
 
 /// A live partition opened for one call, with its id index and a slot.
@@ -496,6 +500,7 @@ impl Open {
                             partition: at,
                             tid: (*p.slot).tts_tid,
                             queue_id: int4(p.slot, p.columns.queue_id),
+                            has_children: boolean(p.slot, p.columns.has_children),
                         });
                         break;
                     }
@@ -653,6 +658,17 @@ unsafe fn int4(slot: *mut pg_sys::TupleTableSlot, at: i16) -> i32 {
     let mut null = false;
     // SAFETY: as the caller promises.
     unsafe { pg_sys::slot_getattr(slot, at as _, &mut null).value() as i32 }
+}
+
+/// Column `at` of the tuple in `slot`, a boolean that is never NULL.
+///
+/// # Safety
+///
+/// As for `int4`.
+unsafe fn boolean(slot: *mut pg_sys::TupleTableSlot, at: i16) -> bool {
+    let mut null = false;
+    // SAFETY: as the caller promises.
+    unsafe { pg_sys::slot_getattr(slot, at as _, &mut null).value() != 0 }
 }
 
 fn unexpected(what: &str, result: pg_sys::TM_Result::Type) -> ! {

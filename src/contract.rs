@@ -25,3 +25,6 @@ pub const MAX_RESULT_BYTES: usize = 1024 * 1024;
 /// How much of a webhook's response body its job keeps as its result
 /// (`{"status", "body", "truncated"}`), in bytes.
 pub const WEBHOOK_RESULT_BODY_BYTES: usize = 64 * 1024;
+
+/// The words of `on_parent_failure`, as errors quote them.
+pub const PARENT_FAILURE_WORDS: &str = "'cancel' or 'run'";

@@ -5,7 +5,8 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
 use crate::contract::{
-    CATCH_UP_WORDS, MAX_BATCH, MAX_RESULT_BYTES, NAME_RULE, STATUSES, WORKER_NAME,
+    CATCH_UP_WORDS, MAX_BATCH, MAX_RESULT_BYTES, NAME_RULE, PARENT_FAILURE_WORDS, STATUSES,
+    WORKER_NAME,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -146,6 +147,20 @@ pub enum QueueError {
     ResultTooLarge {
         bytes: usize,
     },
+    /// on_parent_failure that is not one of its words.
+    UnknownParentFailure {
+        word: String,
+    },
+    /// A parent in depends_on that does not exist or is no longer retained.
+    MissingParent {
+        id: i64,
+    },
+    /// What a transaction with one snapshot for all its statements cannot
+    /// do right, as PostgreSQL's own serialization failures: its client
+    /// retries.
+    SerializationFailure {
+        what: &'static str,
+    },
     /// A statement of the extension that does not match its declaration
     /// (queries.rs), or that SPI refused: a bug in the extension.
     StatementShape {
@@ -172,7 +187,10 @@ impl QueueError {
             | QueueError::ReservedWorkerName
             | QueueError::InvalidCron { .. }
             | QueueError::UnknownTimeZone { .. }
-            | QueueError::UnknownCatchUp { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
+            | QueueError::UnknownCatchUp { .. }
+            | QueueError::UnknownParentFailure { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
+            QueueError::MissingParent { .. } => ERRCODE_FOREIGN_KEY_VIOLATION,
+            QueueError::SerializationFailure { .. } => ERRCODE_T_R_SERIALIZATION_FAILURE,
             QueueError::UndefinedSchedule { .. } => ERRCODE_UNDEFINED_OBJECT,
             QueueError::QueueHasSchedules { .. } => ERRCODE_OBJECT_IN_USE,
             QueueError::BatchTooLarge { .. } => ERRCODE_PROGRAM_LIMIT_EXCEEDED,
@@ -306,6 +324,15 @@ impl QueueError {
             QueueError::UnknownCatchUp { word } => format!(
                 "unknown catch_up \"{word}\": must be {CATCH_UP_WORDS}"
             ),
+            QueueError::UnknownParentFailure { word } => format!(
+                "unknown on_parent_failure \"{word}\": must be {PARENT_FAILURE_WORDS}"
+            ),
+            QueueError::MissingParent { id } => format!(
+                "job {id} in depends_on does not exist or is no longer retained"
+            ),
+            QueueError::SerializationFailure { what } => {
+                format!("could not serialize access: {what}")
+            }
             QueueError::UndefinedSchedule { name } => {
                 format!("schedule \"{name}\" does not exist")
             }
@@ -389,6 +416,14 @@ impl QueueError {
                     "poll with queue_job"
                 }
             )),
+            QueueError::MissingParent { .. } => Some(
+                "A job can depend only on jobs of this database that exist: enqueue the \
+                 parents first (a parent that succeeded counts while it is retained)."
+                    .into(),
+            ),
+            QueueError::SerializationFailure { .. } => {
+                Some("Retry the transaction.".into())
+            }
             QueueError::ResultTooLarge { .. } => Some(
                 "Keep large outputs in a table of your own and return a reference to them."
                     .into(),

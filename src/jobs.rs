@@ -12,6 +12,7 @@ use pgrx::spi::SpiClient;
 use crate::announce;
 use crate::catalog::{self, micros, Queue};
 use crate::db::{self, args};
+use crate::dependencies::{self, Outcome};
 use crate::jsonb::Jsonb;
 use crate::limits;
 use crate::policy::{add_delay, after_failure, Backoff, FailOutcome};
@@ -358,11 +359,12 @@ pub fn bury_expired(client: &mut SpiClient<'_>, now: i64, limit: i32) -> usize {
 /// `error` (or the one they have).
 pub fn bury(client: &mut SpiClient<'_>, ids: Vec<i64>, now: i64, error: Option<&str>) {
     if !ids.is_empty() {
-        ended(db::run(
+        let rows = db::run(
             client,
             &queries::BURY,
             args![ids = ids, at = db::timestamp(now), error = error],
-        ));
+        );
+        ended(client, rows, Outcome::Failed);
     }
 }
 
@@ -371,27 +373,79 @@ pub fn bury(client: &mut SpiClient<'_>, ids: Vec<i64>, now: i64, error: Option<&
 pub struct Ended {
     pub id: i64,
     pub queue_id: i32,
+    /// Jobs wait for it (dependencies.rs).
+    pub has_children: bool,
 }
 
 impl Ended {
-    /// Jobs `ids`, all of queue `queue_id`.
-    pub fn all_of(queue_id: i32, ids: Vec<i64>) -> Vec<Ended> {
-        ids.into_iter().map(|id| Ended { id, queue_id }).collect()
+    /// Jobs `ids`, all of queue `queue_id`, and which of them have children.
+    pub fn all_of(queue_id: i32, ids: Vec<i64>, parents: &[i64]) -> Vec<Ended> {
+        ids.into_iter()
+            .map(|id| Ended {
+                id,
+                queue_id,
+                has_children: parents.contains(&id),
+            })
+            .collect()
     }
 }
 
 /// The jobs a statement ended (their ids and queues), by id, announced for
 /// the commit: their waiters and awaiters look again (announce.rs).
-fn ended(rows: db::Rows<'_>) -> Vec<Ended> {
+fn announced(rows: db::Rows<'_>) -> Vec<Ended> {
     let mut ended: Vec<Ended> = rows
         .map(|r| Ended {
             id: r.value("id"),
             queue_id: r.value("queue_id"),
+            has_children: r.value("has_children"),
         })
         .collect();
     ended.sort_unstable();
     announce::ended(&ended);
     ended
+}
+
+/// `announced`, and the jobs that wait for those that ended so (`outcome`)
+/// are settled in the same transaction (dependencies.rs).
+fn ended(client: &mut SpiClient<'_>, rows: db::Rows<'_>, outcome: Outcome) -> Vec<Ended> {
+    let ended = announced(rows);
+    settle(client, &ended, outcome);
+    ended
+}
+
+/// Settles the children of the jobs `ended` that have some, which ended
+/// as `outcome` says.
+pub fn settle(client: &mut SpiClient<'_>, ended: &[Ended], outcome: Outcome) {
+    let parents: Vec<(i64, Outcome)> = ended
+        .iter()
+        .filter(|job| job.has_children)
+        .map(|job| (job.id, outcome))
+        .collect();
+    if !parents.is_empty() {
+        dependencies::settle(client, parents);
+    }
+}
+
+/// Jobs `ids` end cancelled because their `parents` (one per job) ended as
+/// `outcomes` say; returns those it ended (dependencies.rs settles theirs).
+pub fn cancel_children(
+    client: &mut SpiClient<'_>,
+    ids: Vec<i64>,
+    parents: Vec<i64>,
+    outcomes: Vec<&str>,
+) -> Vec<Ended> {
+    let now = db::timestamp(crate::time::now_us());
+    announced(db::run(
+        client,
+        &queries::CANCEL_CHILDREN,
+        args![
+            ids = ids,
+            at = now,
+            status = "cancelled",
+            parents = parents,
+            outcomes = outcomes
+        ],
+    ))
 }
 
 /// Completes every (id, lease) pair whose lease is held, each with its
@@ -403,7 +457,7 @@ pub fn complete(
     results: Option<Vec<Option<Jsonb>>>,
 ) -> Vec<Ended> {
     let now = db::timestamp(crate::time::now_us());
-    ended(db::run(
+    let rows = db::run(
         client,
         &queries::COMPLETE,
         args![
@@ -413,7 +467,8 @@ pub fn complete(
             leases = leases,
             results = results
         ],
-    ))
+    );
+    ended(client, rows, Outcome::Succeeded)
 }
 
 /// Jobs the caller has locked end `succeeded`, with the senders' results
@@ -424,22 +479,24 @@ pub fn succeed(
     results: Vec<Option<Jsonb>>,
 ) -> Vec<Ended> {
     let now = db::timestamp(crate::time::now_us());
-    ended(db::run(
+    let rows = db::run(
         client,
         &queries::COMPLETE_CLAIMED,
         args![ids = ids, at = now, status = "succeeded", results = results],
-    ))
+    );
+    ended(client, rows, Outcome::Succeeded)
 }
 
 /// Jobs `ids` end `cancelled` unless they have ended already (a cancel
 /// waits for whoever holds one); returns those it ended.
 pub fn cancel(client: &mut SpiClient<'_>, ids: Vec<i64>) -> Vec<Ended> {
     let now = db::timestamp(crate::time::now_us());
-    ended(db::run(
+    let rows = db::run(
         client,
         &queries::FINISH,
         args![ids = ids, at = now, status = "cancelled"],
-    ))
+    );
+    ended(client, rows, Outcome::Cancelled)
 }
 
 /// Jobs locked by `lock_next` and delivered by `worker` end `succeeded`,
@@ -452,7 +509,7 @@ pub fn succeed_locked(
     worker: &str,
 ) {
     let now = db::timestamp(crate::time::now_us());
-    ended(db::run(
+    let rows = db::run(
         client,
         &queries::FINISH_LOCKED,
         args![
@@ -462,7 +519,8 @@ pub fn succeed_locked(
             worker = worker,
             results = results
         ],
-    ));
+    );
+    ended(client, rows, Outcome::Succeeded);
 }
 
 /// What a failed attempt did to its job.

@@ -12,6 +12,7 @@ mod catalog;
 mod complete_one;
 mod contract;
 mod db;
+mod dependencies;
 mod errors;
 mod gucs;
 mod jobs;

@@ -50,9 +50,9 @@ statements! {
         group_max_in_flight: INT4OID, rate_limit: INT4OID, rate_window: INTERVALOID,
         group_rate_limit: INT4OID, group_rate_window: INTERVALOID) -> ();
     DROP_QUEUE = "drop_queue.sql" (queue_id: INT4OID, force: BOOLOID)
-        -> (dropped, unfinished, schedules, gone);
+        -> (dropped, unfinished, schedules, gone, parents);
     SET_PAUSED = "set_paused.sql" (queue_id: INT4OID, paused: BOOLOID) -> ();
-    PURGE = "purge.sql" (queue_id: INT4OID, status: TEXTOID) -> (purged, unfinished);
+    PURGE = "purge.sql" (queue_id: INT4OID, status: TEXTOID) -> (purged, unfinished, parents);
 
     ENQUEUE = "enqueue.sql" (queue_id: INT4OID, payload: JSONBOID, headers: JSONBOID,
         priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, dedup_key: TEXTOID,
@@ -68,6 +68,25 @@ statements! {
     DEDUP_FIND = "dedup_find.sql" (queue_id: INT4OID, dedup_key: TEXTOID) -> (id);
 
     AWAIT_CHECK = "await_check.sql" (id: INT8OID) -> (status, result);
+
+    LOCK_PARENTS = "lock_parents.sql" (ids: INT8ARRAYOID) -> (id);
+    PARENTS_ENDED = "parents_ended.sql" (ids: INT8ARRAYOID) -> (id, status);
+    LIVE_IDS = "live_ids.sql" (ids: INT8ARRAYOID) -> (id);
+    DEPEND = "depend.sql" (children: INT8ARRAYOID, depends_on: INT8ARRAYOID,
+        waiting: INT8ARRAYOID, cancels: BOOLOID, failed: INT8ARRAYOID) -> ();
+    SETTLE_EDGES = "settle_edges.sql" (parents: INT8ARRAYOID, outcomes: TEXTARRAYOID)
+        -> (child);
+    COUNT_PARENTS = "count_parents.sql" (children: INT8ARRAYOID, now: TIMESTAMPTZOID)
+        -> (id, released, queue_id, run_at, pushed);
+    CANCELLING_EDGES = "cancelling_edges.sql" (parents: INT8ARRAYOID,
+        outcomes: TEXTARRAYOID) -> (child, parent, outcome);
+    CANCEL_CHILDREN = "cancel_children.sql" + "into_history.sql" (ids: INT8ARRAYOID,
+        at: TIMESTAMPTZOID, status: TEXTOID, parents: INT8ARRAYOID, outcomes: TEXTARRAYOID)
+        -> (id, queue_id, has_children);
+    RESUME_FIND = "resume_find.sql" (parent: INT8OID) -> (id);
+    LOCK_EDGES = "lock_edges.sql" (children: INT8ARRAYOID) -> (child);
+    RESUME = "resume.sql" (ids: INT8ARRAYOID, waiting: INT4ARRAYOID, run_at: TIMESTAMPTZOID)
+        -> (id, has_children);
 
     CLAIM_CHORES = "claim_chores.sql" (queue_id: INT4OID, now: TIMESTAMPTZOID)
         -> (due, expired);
@@ -102,20 +121,20 @@ statements! {
         jobs: INT4ARRAYOID) -> ();
     RATE_SWEEP = "rate_sweep.sql" (queue_id: INT4OID, before: TIMESTAMPTZOID) -> ();
     COMPLETE = "complete.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
-        status: TEXTOID, leases: UUIDARRAYOID, results: JSONBARRAYOID) -> (id, queue_id);
+        status: TEXTOID, leases: UUIDARRAYOID, results: JSONBARRAYOID) -> (id, queue_id, has_children);
     COMPLETE_CLAIMED = "complete_claimed.sql" + "into_history.sql" (ids: INT8ARRAYOID,
-        at: TIMESTAMPTZOID, status: TEXTOID, results: JSONBARRAYOID) -> (id, queue_id);
+        at: TIMESTAMPTZOID, status: TEXTOID, results: JSONBARRAYOID) -> (id, queue_id, has_children);
     FINISH = "finish.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
-        status: TEXTOID) -> (id, queue_id);
+        status: TEXTOID) -> (id, queue_id, has_children);
     FINISH_LOCKED = "finish_locked.sql" + "into_history.sql" (ids: INT8ARRAYOID,
         at: TIMESTAMPTZOID, status: TEXTOID, worker: TEXTOID, results: JSONBARRAYOID)
-        -> (id, queue_id);
+        -> (id, queue_id, has_children);
     FAIL_LOCK = "fail_lock.sql" (id: INT8OID, lease: UUIDOID)
         -> (attempts, max_attempts, backoff, retry_delay, max_retry_delay, has_sender, queue_id);
     FAIL_RETRY = "fail_retry.sql" (id: INT8OID, run_at: TIMESTAMPTZOID, state: TEXTOID,
         error: TEXTOID) -> ();
     BURY = "bury.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID, error: TEXTOID)
-        -> (id, queue_id);
+        -> (id, queue_id, has_children);
     EXTEND = "extend.sql" (id: INT8OID, lease: UUIDOID, lease_until: TIMESTAMPTZOID)
         -> (lease_expires_at);
 
@@ -145,7 +164,7 @@ statements! {
 
     RETRY_FIND = "retry_find.sql" (id: INT8OID)
         -> (queue_id, dedup_key, group_key, has_sender, ordered);
-    RETRY = "retry.sql" (id: INT8OID, run_at: TIMESTAMPTZOID) -> (queue_id);
+    RETRY = "retry.sql" (id: INT8OID, run_at: TIMESTAMPTZOID) -> (queue_id, has_children);
 
     SET_SENDER = "set_sender.sql" (queue_id: INT4OID, sender: TEXTOID, role: OIDOID,
         batch_size: INT4OID) -> (had_sender);

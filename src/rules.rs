@@ -135,6 +135,18 @@ pub fn check_batch_len(argument: &'static str, len: usize) -> Result<(), QueueEr
     }
 }
 
+/// on_parent_failure: 'cancel' (true: a parent's failure cancels the job)
+/// or 'run'.
+pub fn check_parent_failure(word: &str) -> Result<bool, QueueError> {
+    match word {
+        "cancel" => Ok(true),
+        "run" => Ok(false),
+        _ => Err(QueueError::UnknownParentFailure {
+            word: word.to_string(),
+        }),
+    }
+}
+
 /// A job's result, of `bytes` bytes: at most MAX_RESULT_BYTES.
 pub fn check_result_size(bytes: usize) -> Result<(), QueueError> {
     if bytes <= MAX_RESULT_BYTES {

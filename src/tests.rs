@@ -365,7 +365,7 @@ mod tests {
         );
         assert_index_driven(
             &queries::COMPLETE,
-            &format!("{batch}, now(), 'succeeded', {leases}"),
+            &format!("{batch}, now(), 'succeeded', {leases}, NULL"),
             10,
         );
         assert_index_driven(

@@ -5,13 +5,14 @@ WITH gone AS (
 ), dead AS (
     INSERT INTO queue_dead (id, queue_id, priority, attempts, run_at, enqueued_at, finished_at,
                             worker, dedup_key, last_error, headers, payload, uid,
-                            group_key)
+                            group_key, depends_on, has_children)
     SELECT id, queue_id, priority, attempts, run_at, enqueued_at, $2, worker, dedup_key,
-           coalesce($3, last_error), headers, payload, uid, group_key
+           coalesce($3, last_error), headers, payload, uid, group_key, depends_on,
+           has_children
       FROM gone
-    RETURNING id, queue_id
+    RETURNING id, queue_id, has_children
 ), tally AS (
     INSERT INTO queue_tallies (queue_id, failed_total, failed)
     SELECT queue_id, count(*), count(*) FROM dead GROUP BY queue_id
 )
-SELECT id, queue_id FROM dead
+SELECT id, queue_id, has_children FROM dead

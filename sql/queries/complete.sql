@@ -12,5 +12,5 @@ WITH gone AS (
      -- `state` condition here would only tempt the planner to AND in the
      -- index of every job in flight, for each pair.
      WHERE l.id = p.id AND l.lease = p.lease
-    RETURNING l.*, p.result
+    RETURNING l.*, p.result, NULL::bigint AS cancelled_by
 ),

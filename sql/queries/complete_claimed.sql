@@ -5,5 +5,5 @@ WITH gone AS (
     DELETE FROM queue_live l
      USING unnest($1::bigint[], $4::jsonb[]) AS p(id, result)
      WHERE l.id = p.id
-    RETURNING l.*, p.result
+    RETURNING l.*, p.result, NULL::bigint AS cancelled_by
 ),

@@ -3,5 +3,5 @@
 -- is no longer unfinished. A completion has locked its jobs already; a
 -- cancellation waits here for whoever holds one. Ends with into_history.sql.
 WITH gone AS (
-    DELETE FROM queue_live WHERE id = ANY ($1) RETURNING *, NULL::jsonb AS result
+    DELETE FROM queue_live WHERE id = ANY ($1) RETURNING *, NULL::jsonb AS result, NULL::bigint AS cancelled_by
 ),

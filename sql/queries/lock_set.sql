@@ -13,7 +13,15 @@
 -- it, and queue_retry of an older dead letter of its group waits for the
 -- batch (catalog.rs, lock_retries).
 SELECT r.id, r.attempts,
-       jsonb_build_object('id', r.id, 'queue', $3::text, 'payload', r.payload,
-                          'headers', r.headers, 'attempt', r.attempts + 1,
-                          'max_attempts', $4::int, 'enqueued_at', r.enqueued_at) AS job,
+       -- (depends_on only for a job with parents)
+       CASE WHEN r.depends_on IS NULL THEN
+           jsonb_build_object('id', r.id, 'queue', $3::text, 'payload', r.payload,
+                              'headers', r.headers, 'attempt', r.attempts + 1,
+                              'max_attempts', $4::int, 'enqueued_at', r.enqueued_at)
+       ELSE
+           jsonb_build_object('id', r.id, 'queue', $3::text, 'payload', r.payload,
+                              'headers', r.headers, 'attempt', r.attempts + 1,
+                              'max_attempts', $4::int, 'enqueued_at', r.enqueued_at,
+                              'depends_on', r.depends_on)
+       END AS job,
        r.group_key

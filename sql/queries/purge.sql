@@ -1,13 +1,14 @@
 -- Deletes the jobs of queue $1 with status $2 (every job when NULL) and
 -- returns how many, and the ids of those that were unfinished (their end is
--- announced: api/queues.rs).
+-- announced: api/queues.rs), and of those among them that jobs wait for (a
+-- purge counts as their failure: dependencies.rs).
 WITH live AS (
     DELETE FROM queue_live
      WHERE queue_id = $1
        AND ($2 IS NULL
             OR ($2 = 'pending' AND state <> 'processing')
             OR ($2 = 'processing' AND state = 'processing'))
-    RETURNING id
+    RETURNING id, has_children
 ), done AS (
     DELETE FROM queue_done
      WHERE queue_id = $1 AND ($2 IS NULL OR status = $2)
@@ -25,4 +26,5 @@ WITH live AS (
     SELECT $1, -1, 0, 0, -count(*) FROM dead HAVING count(*) > 0
 )
 SELECT (SELECT count(*) FROM live) + (SELECT count(*) FROM done) + (SELECT count(*) FROM dead) AS purged,
-       (SELECT array_agg(id) FROM live) AS unfinished
+       (SELECT array_agg(id) FROM live) AS unfinished,
+       (SELECT array_agg(id) FROM live WHERE has_children) AS parents

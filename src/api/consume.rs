@@ -90,7 +90,11 @@ fn queue_complete(
     // (without the statement when nothing is kept: complete_one.rs)
     match complete_one::complete(id, lease) {
         complete_one::Outcome::Completed { queue_id } => {
-            announce::ended(&[jobs::Ended { id, queue_id }]);
+            announce::ended(&[jobs::Ended {
+                id,
+                queue_id,
+                has_children: false,
+            }]);
             true
         }
         complete_one::Outcome::NotHeld => false,

@@ -10,6 +10,7 @@ use super::duration;
 use crate::announce;
 use crate::catalog::{self, Queue};
 use crate::db::{self, args};
+use crate::dependencies::{self, Children};
 use crate::errors::{required, OrRaise, QueueError};
 use crate::jsonb::{Jsonb, JsonbArray};
 use crate::policy::{add_delay, TIMESTAMP_END_US};
@@ -64,6 +65,8 @@ fn queue_enqueue(
     run_at: default!(Option<TimestampWithTimeZone>, "NULL"),
     headers: default!(Option<Jsonb>, "NULL"),
     group_key: default!(Option<&str>, "NULL"),
+    depends_on: default!(Option<Vec<Option<i64>>>, "NULL"),
+    on_parent_failure: default!(Option<&str>, "'cancel'"),
 ) -> i64 {
     let name = required(queue, "queue");
     let payload = required(payload, "payload");
@@ -74,6 +77,7 @@ fn queue_enqueue(
         rules::check_group_key("group_key", key).or_raise();
     }
     super::check_headers(headers);
+    let parents = Parents::of(depends_on, on_parent_failure);
     let now = crate::time::now_us();
     let (due, state) = due(now, &delay, run_at);
     db::with_tables(|client| {
@@ -110,9 +114,51 @@ fn queue_enqueue(
         );
         let ids = rows.map(|r| r.value::<i64>("id")).collect();
         let id = inserted(ids, name)[0];
-        announce::work_due(queue.id, queue.sender.is_some(), 1, due);
+        if parents.wait_for(client, vec![id]) == Children::Due {
+            announce::work_due(queue.id, queue.sender.is_some(), 1, due);
+        }
         id
     })
+}
+
+/// The parents a job enqueued now depends on (depends_on, in order,
+/// repeats once) and what their failure does to it (on_parent_failure).
+struct Parents {
+    ids: Vec<i64>,
+    cancels: bool,
+}
+
+impl Parents {
+    /// Checks the arguments: 22004 for a NULL element or on_parent_failure,
+    /// 54000 for more than MAX_BATCH parents, 22023 for another word.
+    fn of(depends_on: Option<Vec<Option<i64>>>, on_parent_failure: Option<&str>) -> Parents {
+        let cancels = rules::check_parent_failure(required(on_parent_failure, "on_parent_failure"))
+            .or_raise();
+        let mut ids = Vec::new();
+        for (at, id) in depends_on.unwrap_or_default().into_iter().enumerate() {
+            let id = id.unwrap_or_else(|| {
+                QueueError::NullElement {
+                    argument: "depends_on",
+                    position: at + 1,
+                }
+                .raise()
+            });
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        rules::check_batch_len("depends_on", ids.len()).or_raise();
+        Parents { ids, cancels }
+    }
+
+    /// Jobs `children`, just inserted, wait for the parents; a job without
+    /// parents touches nothing (Due).
+    fn wait_for(&self, client: &mut SpiClient<'_>, children: Vec<i64>) -> Children {
+        if self.ids.is_empty() || children.is_empty() {
+            return Children::Due;
+        }
+        dependencies::wait_for(client, children, self.ids.clone(), self.cancels)
+    }
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -123,8 +169,11 @@ fn queue_enqueue_batch(
     priority: default!(Option<i32>, 0),
     group_keys: default!(Option<Vec<Option<String>>>, "NULL"),
     dedup_keys: default!(Option<Vec<Option<String>>>, "NULL"),
+    depends_on: default!(Option<Vec<Option<i64>>>, "NULL"),
+    on_parent_failure: default!(Option<&str>, "'cancel'"),
 ) -> SetOfIterator<'static, i64> {
     let name = required(queue, "queue");
+    let parents = Parents::of(depends_on, on_parent_failure);
     let payloads = required(payloads, "payloads");
     let delay = required(delay, "delay");
     let priority = required(priority, "priority");
@@ -203,7 +252,9 @@ fn queue_enqueue_batch(
         if new.len() + taken.len() != shape.len {
             inserted(Vec::new(), name);
         }
-        announce::work_due(queue.id, queue.sender.is_some(), new.len(), due);
+        if parents.wait_for(client, new.clone()) == Children::Due {
+            announce::work_due(queue.id, queue.sender.is_some(), new.len(), due);
+        }
         in_input_order(new, taken, shape.len)
     });
     SetOfIterator::new(ids)

@@ -7,6 +7,7 @@ use super::duration;
 use crate::announce;
 use crate::catalog;
 use crate::db::{self, args};
+use crate::dependencies::Outcome;
 use crate::errors::{required, OrRaise, QueueError};
 use crate::jobs;
 use crate::queries;
@@ -283,7 +284,10 @@ fn queue_drop(queue: Option<&str>, force: default!(Option<bool>, false)) -> bool
         // (its waiters learn that it is gone, and its jobs' awaiters)
         announce::queue_dropped(queue.id);
         let gone: Vec<i64> = row.get("gone").unwrap_or_default();
-        announce::ended(&jobs::Ended::all_of(queue.id, gone));
+        let parents: Vec<i64> = row.get("parents").unwrap_or_default();
+        let ended = jobs::Ended::all_of(queue.id, gone, &parents);
+        announce::ended(&ended);
+        jobs::settle(client, &ended, Outcome::Failed);
         let unfinished: i64 = row.value("unfinished");
         let schedules: i64 = row.value("schedules");
         if dropped == 0 && schedules > 0 {
@@ -344,10 +348,15 @@ fn queue_purge(queue: Option<&str>, status: default!(Option<&str>, "NULL")) -> i
         )
         .first()
         .expect("one row");
-        // (unfinished jobs purged end: their awaiters return, and those in
-        // flight or first in their group let others go)
+        // (unfinished jobs purged end: their awaiters return, those in
+        // flight or first in their group let others go, and the jobs that
+        // wait for them take it as their failure)
         let unfinished: Vec<i64> = row.get("unfinished").unwrap_or_default();
-        announce::ended(&jobs::Ended::all_of(queue.id, unfinished));
-        row.value::<i64>("purged")
+        let parents: Vec<i64> = row.get("parents").unwrap_or_default();
+        let purged = row.value::<i64>("purged");
+        let ended = jobs::Ended::all_of(queue.id, unfinished, &parents);
+        announce::ended(&ended);
+        jobs::settle(client, &ended, Outcome::Failed);
+        purged
     })
 }

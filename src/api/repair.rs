@@ -6,6 +6,7 @@ use pgrx::prelude::*;
 use crate::announce;
 use crate::catalog;
 use crate::db::{self, args};
+use crate::dependencies;
 use crate::errors::required;
 use crate::jobs;
 use crate::queries;
@@ -46,11 +47,16 @@ fn queue_retry(id: Option<i64>) -> bool {
                 return false;
             }
         }
-        let retried = !db::run(client, &queries::RETRY, args![id = id, run_at = now]).is_empty();
-        if retried {
-            announce::work_due(queue_id, pushed, 1, crate::time::now_us());
+        let Some(back) = db::run(client, &queries::RETRY, args![id = id, run_at = now]).first()
+        else {
+            return false;
+        };
+        announce::work_due(queue_id, pushed, 1, crate::time::now_us());
+        // (the jobs its end cancelled wait for it again)
+        if back.value::<bool>("has_children") {
+            dependencies::resume(client, id);
         }
-        retried
+        true
     })
 }
 

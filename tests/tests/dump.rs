@@ -119,9 +119,9 @@ fn pg_restore_into_another_cluster_keeps_everything_and_is_served() {
     admin
         .batch_execute(&format!(
             "CREATE ROLE app LOGIN;
-             REVOKE EXECUTE ON FUNCTION queue_enqueue(text, jsonb, interval, int, text, timestamptz, jsonb, text)
+             REVOKE EXECUTE ON FUNCTION queue_enqueue(text, jsonb, interval, int, text, timestamptz, jsonb, text, bigint[], text)
                  FROM PUBLIC;
-             GRANT EXECUTE ON FUNCTION queue_enqueue(text, jsonb, interval, int, text, timestamptz, jsonb, text)
+             GRANT EXECUTE ON FUNCTION queue_enqueue(text, jsonb, interval, int, text, timestamptz, jsonb, text, bigint[], text)
                  TO app;
              CREATE TABLE effects (job_id bigint);
              CREATE FUNCTION record_effect(job jsonb) RETURNS void LANGUAGE sql

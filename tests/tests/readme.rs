@@ -1229,3 +1229,112 @@ fn node_reply_handler_answers_with_the_result_of_a_pulled_and_a_pushed_job() {
     check_reply_handler("node-reply", "node", "reply_server.js", &env, false);
     check_reply_handler("node-reply", "node", "reply_server.js", &env, true);
 }
+
+/// docs/dependencies.md's first example, as a role of its own: the load
+/// waits for both extracts, counted as blocked, and their completion
+/// releases it; psql's unaligned rows are the comments' values.
+#[test]
+fn dependencies_example_releases_the_load_as_pasted() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    create_role(&mut admin, "etl");
+    let file = write(&cluster, "dependencies.sql", &snippet("dependencies"));
+    let mut command = Command::new(cluster.bin("psql"));
+    command
+        .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-f"])
+        .arg(file);
+    libpq_env(&mut command, &cluster, "etl");
+    let out = command.output().expect("psql runs");
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
+    let ids: Vec<i64> = one::<Vec<i64>>(
+        &mut admin,
+        "SELECT array_agg(id ORDER BY id) FROM queue_jobs WHERE queue = 'extract'",
+        &[],
+    );
+    let result = r#"{"rows": 120}"#;
+    let expected = vec![
+        "pending|2".to_string(),
+        "t".to_string(),
+        "t".to_string(),
+        "pending|0".to_string(),
+        format!("{}|succeeded|{result}", ids[0]),
+        format!("{}|succeeded|{result}", ids[1]),
+    ];
+    // (queue_create's and the completions' rows: void and true)
+    let shown: Vec<String> = rows
+        .iter()
+        .filter(|l| l.contains('|') || **l == "t")
+        .map(|l| l.to_string())
+        .collect();
+    assert_eq!(shown, expected, "{stdout}");
+    let load: (String, i32) = {
+        let row = admin
+            .query_one(
+                "SELECT status, waiting_for FROM queue_jobs WHERE queue = 'load'",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(load, ("pending".to_string(), 0), "released, due now");
+}
+
+/// docs/dependencies.md's batch with a callback, run as pasted with
+/// `program`: the report is released by the last image's end, broken or
+/// not, and prints each image's outcome.
+fn check_callback(name: &str, program: &str, file: &str, env: &[(&str, PathBuf)]) {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    create_role(&mut admin, "app");
+    let path = write(&cluster, file, &snippet(name));
+    let mut command = Command::new(program);
+    command.arg(&path);
+    libpq_env(&mut command, &cluster, "app");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let (child, files) = spawn(&cluster, command, name);
+    let out = finish(child, files, LOOP_LIMIT);
+    assert!(out.status.success(), "{name}:\n{}", text(&out));
+    let images: Vec<(i64, String, Option<String>)> = admin
+        .query(
+            "SELECT id, status, result::text FROM queue_jobs WHERE queue = 'images' ORDER BY id",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let statuses: Vec<&str> = images.iter().map(|i| i.1.as_str()).collect();
+    assert_eq!(statuses, ["succeeded", "succeeded", "failed"], "{name}");
+    let report: String = one(
+        &mut admin,
+        "SELECT status FROM queue_jobs WHERE queue = 'reports'",
+        &[],
+    );
+    assert_eq!(report, "succeeded", "{name}: the callback ran");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{name}: one line per image:\n{stdout}");
+    for ((id, status, _), line) in images.iter().zip(&lines) {
+        assert!(
+            line.starts_with(&format!("{id} {status} ")),
+            "{name}: {line}"
+        );
+    }
+    assert!(lines[0].contains("128-a.png") && lines[1].contains("128-b.png"), "{stdout}");
+    assert!(lines[2].ends_with(" null") || lines[2].ends_with(" None"), "{stdout}");
+}
+
+#[test]
+fn python_callback_reads_each_parents_outcome() {
+    check_callback("python-callback", "python3", "batch_callback.py", &[]);
+}
+
+#[test]
+fn node_callback_reads_each_parents_outcome() {
+    let modules = root().join("tests/readme/node_modules");
+    check_callback("node-callback", "node", "batch_callback.js", &[("NODE_PATH", modules)]);
+}

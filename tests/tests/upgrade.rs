@@ -197,16 +197,16 @@ fn update_from(old: &str, comment: Option<&str>) {
         &[],
     );
     assert!(app_may, "the grants made under the old release hold");
-    // queue_enqueue gained an argument in 0.3.0: a new function, which
-    // carries the old one's privileges, as the DBA's own (pg_dump keeps
-    // dumping them: no initial privileges recorded for them)
+    // queue_enqueue gained arguments in 0.3.0 and 0.4.0: a new function
+    // each time, which carries the old one's privileges, as the DBA's own
+    // (pg_dump keeps dumping them: no initial privileges recorded for them)
     let enqueue_grants: (bool, bool, i64) = {
         let row = filled
             .query_one(
                 "SELECT has_function_privilege('app', 'queue_enqueue(text, jsonb, interval, int,
-                            text, timestamptz, jsonb, text)', 'EXECUTE'),
+                            text, timestamptz, jsonb, text, bigint[], text)', 'EXECUTE'),
                         has_function_privilege('public', 'queue_enqueue(text, jsonb, interval, int,
-                            text, timestamptz, jsonb, text)', 'EXECUTE'),
+                            text, timestamptz, jsonb, text, bigint[], text)', 'EXECUTE'),
                         (SELECT count(*) FROM pg_init_privs
                           WHERE objoid = 'queue_enqueue'::regproc)",
                 &[],

@@ -1,0 +1,10 @@
+-- The edges from parents $1, which ended as $2 says ('succeeded', 'failed'
+-- or 'cancelled'), that their ends count for their children: every edge of
+-- a parent that succeeded, and of one that did not to a child that runs
+-- anyway (cancels false). Deleted (each counted once: a concurrent resume
+-- of the child, which locks its edges, waits for this, and this for it);
+-- one row per edge, its child.
+DELETE FROM queue_edges e
+ USING unnest($1::bigint[], $2::text[]) AS p(id, outcome)
+ WHERE e.parent = p.id AND (p.outcome = 'succeeded' OR NOT e.cancels)
+RETURNING e.child
