@@ -44,6 +44,10 @@ CREATE TABLE queue_edges (
 CREATE INDEX queue_edges_child ON queue_edges (child);
 SELECT pg_catalog.pg_extension_config_dump('queue_edges', '');
 REVOKE ALL ON queue_edges FROM PUBLIC;
+-- (jobs without parents are in none of these: nothing to build for them)
+CREATE INDEX queue_live_children ON queue_live USING gin (depends_on) WHERE depends_on IS NOT NULL;
+CREATE INDEX queue_done_children ON queue_done USING gin (depends_on) WHERE depends_on IS NOT NULL;
+CREATE INDEX queue_dead_children ON queue_dead USING gin (depends_on) WHERE depends_on IS NOT NULL;
 
 -- A job's result, parents and parents waited for in queue_jobs, the jobs
 -- waiting for parents in queue_stats (views.sql).
@@ -130,6 +134,25 @@ BEGIN
       LEFT JOIN LATERAL (SELECT j.queue, j.status, j.result FROM queue_jobs j
                           WHERE j.id = p.parent LIMIT 1) j ON true
      ORDER BY p.n;
+END
+$$;
+
+-- The jobs that depend on one job (their depends_on names it), by id, with
+-- their outcomes: found through the children indexes, whatever became of
+-- the job's edges.
+CREATE FUNCTION queue_children(id bigint) RETURNS SETOF queue_parent
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+BEGIN
+    IF queue_children.id IS NULL THEN
+        RAISE EXCEPTION 'id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    RETURN QUERY
+    SELECT j.id, j.queue, j.status, j.result
+      FROM queue_jobs j
+     WHERE j.depends_on @> ARRAY[queue_children.id]
+     ORDER BY j.id;
 END
 $$;
 
@@ -231,6 +254,7 @@ ALTER FUNCTION queue_enqueue(text, jsonb, interval, integer, text, timestamptz, 
     RENAME TO queue_enqueue_0_3_0;
 ALTER FUNCTION queue_enqueue_batch(text, jsonb[], interval, integer, text[], text[])
     RENAME TO queue_enqueue_batch_0_3_0;
+ALTER FUNCTION queue_purge(text, text) RENAME TO queue_purge_0_3_0;
 
 CREATE  FUNCTION "queue_complete"(
 	"id" bigint, /* Option < i64 > */
@@ -280,6 +304,15 @@ VOLATILE PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'queue_enqueue_batch_wrapper';
 
+CREATE  FUNCTION "queue_purge"(
+	"queue" TEXT, /* Option < & str > */
+	"status" TEXT DEFAULT NULL, /* Option < & str > */
+	"ids" bigint[] DEFAULT NULL /* :: std :: option :: Option < Vec < Option < i64 > > > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_purge_wrapper';
+
 DO $$
 DECLARE
     f record;
@@ -293,7 +326,8 @@ BEGIN
            AND n.proname = pg_catalog.left(o.proname, -6)
          WHERE o.pronamespace = '@extschema@'::regnamespace
            AND o.proname IN ('queue_complete_0_3_0', 'queue_complete_batch_0_3_0',
-                             'queue_enqueue_0_3_0', 'queue_enqueue_batch_0_3_0')
+                             'queue_enqueue_0_3_0', 'queue_enqueue_batch_0_3_0',
+                             'queue_purge_0_3_0')
            AND o.proacl IS NOT NULL
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f.new);
@@ -315,6 +349,7 @@ DROP FUNCTION queue_complete_0_3_0(bigint, uuid);
 DROP FUNCTION queue_complete_batch_0_3_0(bigint[], uuid[]);
 DROP FUNCTION queue_enqueue_0_3_0(text, jsonb, interval, integer, text, timestamptz, jsonb, text);
 DROP FUNCTION queue_enqueue_batch_0_3_0(text, jsonb[], interval, integer, text[], text[]);
+DROP FUNCTION queue_purge_0_3_0(text, text);
 
 -- Awaiting a job (docs/waiting.md).
 -- (PostgreSQL takes no OUT parameter of a procedure after one with a

@@ -242,6 +242,12 @@ CREATE TABLE queue_edges (
 );
 CREATE INDEX queue_edges_child ON queue_edges (child);
 
+-- A job's children, found from their depends_on (queue_children): jobs
+-- without parents are not in these indexes, so they pay nothing for them.
+CREATE INDEX queue_live_children ON queue_live USING gin (depends_on) WHERE depends_on IS NOT NULL;
+CREATE INDEX queue_done_children ON queue_done USING gin (depends_on) WHERE depends_on IS NOT NULL;
+CREATE INDEX queue_dead_children ON queue_dead USING gin (depends_on) WHERE depends_on IS NOT NULL;
+
 -- How many jobs each queue has seen end which way, for queue_stats, without
 -- counting history and without one row that every enqueue would update.
 -- Every statement that moves jobs appends its deltas to queue_tallies (a

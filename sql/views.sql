@@ -55,6 +55,25 @@ BEGIN
 END
 $$;
 
+-- The jobs that depend on one job (their depends_on names it), by id, with
+-- their outcomes: found through the children indexes, whatever became of
+-- the job's edges.
+CREATE FUNCTION queue_children(id bigint) RETURNS SETOF queue_parent
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+BEGIN
+    IF queue_children.id IS NULL THEN
+        RAISE EXCEPTION 'id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    RETURN QUERY
+    SELECT j.id, j.queue, j.status, j.result
+      FROM queue_jobs j
+     WHERE j.depends_on @> ARRAY[queue_children.id]
+     ORDER BY j.id;
+END
+$$;
+
 -- One row per queue, also for an empty one. Unfinished jobs are counted
 -- (queue_live holds nothing else); finished ones come from the counters,
 -- so the cost does not grow with the history retained.

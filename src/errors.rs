@@ -494,3 +494,21 @@ impl<T> OrRaise<T> for Result<T, QueueError> {
 pub fn required<T>(value: Option<T>, argument: &'static str) -> T {
     value.unwrap_or_else(|| QueueError::NullArgument { argument }.raise())
 }
+
+/// The elements of an array argument: a NULL element raises 22004 naming
+/// its position.
+pub fn no_null_elements<T>(values: Vec<Option<T>>, argument: &'static str) -> Vec<T> {
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.unwrap_or_else(|| {
+                QueueError::NullElement {
+                    argument,
+                    position: i + 1,
+                }
+                .raise()
+            })
+        })
+        .collect()
+}

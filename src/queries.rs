@@ -53,6 +53,8 @@ statements! {
         -> (dropped, unfinished, schedules, gone, parents);
     SET_PAUSED = "set_paused.sql" (queue_id: INT4OID, paused: BOOLOID) -> ();
     PURGE = "purge.sql" (queue_id: INT4OID, status: TEXTOID) -> (purged, unfinished, parents);
+    PURGE_IDS = "purge_ids.sql" (queue_id: INT4OID, status: TEXTOID, ids: INT8ARRAYOID)
+        -> (purged, unfinished, parents);
 
     ENQUEUE = "enqueue.sql" (queue_id: INT4OID, payload: JSONBOID, headers: JSONBOID,
         priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, dedup_key: TEXTOID,

@@ -29,6 +29,11 @@ SELECT queue_parents(:child) IS NOT NULL AS typed;
 SELECT payload FROM queue_claim('d.next');
 SELECT * FROM queue_parents(-1);
 SELECT * FROM queue_parents(:p1);
+-- and the other way: the jobs that depend on one
+SELECT id = :child AS child, queue, status FROM queue_children(:p2);
+SELECT * FROM queue_children(:child);
+SELECT * FROM queue_children(NULL);
+\echo :LAST_ERROR_SQLSTATE
 
 -- a parent that has already succeeded is satisfied; one that does not
 -- exist (or is no longer retained) is refused

@@ -94,7 +94,26 @@ SELECT queue_purge('e.purge');
 ROLLBACK;
 SELECT count(*) FROM queue_jobs WHERE queue = 'e.purge';
 
+-- ids: only those jobs of the queue (of the status, when given); ids of
+-- another queue's jobs or of no job are passed over
+SELECT queue_create('e.other');
+SELECT queue_enqueue('e.other', '{}') AS other \gset
+SELECT count(*) FROM queue_enqueue_batch('e.purge', array_fill('{}'::jsonb, ARRAY[3]));
+SELECT queue_fail(id, lease, 'no') FROM queue_claim('e.purge');
+SELECT array_agg(id ORDER BY id) AS ids FROM queue_jobs WHERE queue = 'e.purge' \gset
+SELECT queue_purge('e.purge', 'pending', :'ids'::bigint[] || ARRAY[:other, -1]) AS pending_of_them;
+SELECT status, count(*) FROM queue_jobs WHERE queue = 'e.purge' GROUP BY 1 ORDER BY 1;
+SELECT queue_purge('e.purge', ids => :'ids'::bigint[]) AS the_rest;
+SELECT queue_purge('e.purge', ids => '{}') AS none;
+SELECT count(*) AS kept FROM queue_jobs WHERE queue IN ('e.purge', 'e.other');
+SELECT failed, failed_total FROM queue_stats WHERE queue = 'e.purge';
+SELECT queue_enqueue('e.purge', '{}') > 0 AS enqueued;
+
 -- bad input: nothing is deleted
+SELECT queue_purge('e.purge', ids => ARRAY[1, NULL]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_purge('e.purge', ids => (SELECT array_agg(i) FROM generate_series(1, 10001) i));
+\echo :LAST_ERROR_SQLSTATE
 SELECT queue_purge('e.purge', 'done');
 \echo :LAST_ERROR_SQLSTATE
 SELECT queue_purge('e.purge', 'Pending');

@@ -8,7 +8,7 @@ use crate::announce;
 use crate::catalog;
 use crate::complete_one;
 use crate::db::{self, args};
-use crate::errors::{required, OrRaise, QueueError};
+use crate::errors::{no_null_elements, required, OrRaise, QueueError};
 use crate::jobs;
 use crate::jsonb::{Jsonb, JsonbArray};
 use crate::policy::add_delay;
@@ -109,19 +109,7 @@ fn queue_complete(
 fn elements<T>(values: Option<Vec<Option<T>>>, argument: &'static str) -> Vec<T> {
     let values = required(values, argument);
     rules::check_batch_len(argument, values.len()).or_raise();
-    values
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| {
-            v.unwrap_or_else(|| {
-                QueueError::NullElement {
-                    argument,
-                    position: i + 1,
-                }
-                .raise()
-            })
-        })
-        .collect()
+    no_null_elements(values, argument)
 }
 
 /// 22023 unless arrays `left` and `right` have one element each for the

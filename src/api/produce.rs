@@ -11,7 +11,7 @@ use crate::announce;
 use crate::catalog::{self, Queue};
 use crate::db::{self, args};
 use crate::dependencies::{self, Children};
-use crate::errors::{required, OrRaise, QueueError};
+use crate::errors::{no_null_elements, required, OrRaise, QueueError};
 use crate::jsonb::{Jsonb, JsonbArray};
 use crate::policy::{add_delay, TIMESTAMP_END_US};
 use crate::queries;
@@ -135,14 +135,7 @@ impl Parents {
         let cancels = rules::check_parent_failure(required(on_parent_failure, "on_parent_failure"))
             .or_raise();
         let mut ids = Vec::new();
-        for (at, id) in depends_on.unwrap_or_default().into_iter().enumerate() {
-            let id = id.unwrap_or_else(|| {
-                QueueError::NullElement {
-                    argument: "depends_on",
-                    position: at + 1,
-                }
-                .raise()
-            });
+        for id in no_null_elements(depends_on.unwrap_or_default(), "depends_on") {
             if !ids.contains(&id) {
                 ids.push(id);
             }

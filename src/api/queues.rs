@@ -8,7 +8,7 @@ use crate::announce;
 use crate::catalog;
 use crate::db::{self, args};
 use crate::dependencies::Outcome;
-use crate::errors::{required, OrRaise, QueueError};
+use crate::errors::{no_null_elements, required, OrRaise, QueueError};
 use crate::jobs;
 use crate::queries;
 use crate::rules::{self, at_least_zero, positive};
@@ -336,18 +336,32 @@ fn queue_resume(queue: Option<&str>) {
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
-fn queue_purge(queue: Option<&str>, status: default!(Option<&str>, "NULL")) -> i64 {
+fn queue_purge(
+    queue: Option<&str>,
+    status: default!(Option<&str>, "NULL"),
+    ids: default!(Option<Vec<Option<i64>>>, "NULL"),
+) -> i64 {
     let name = required(queue, "queue");
     rules::check_name(name).or_raise();
     let status = status.map(|s| rules::check_status(s).or_raise());
+    let ids = ids.map(|ids| {
+        rules::check_batch_len("ids", ids.len()).or_raise();
+        no_null_elements(ids, "ids")
+    });
     with_owned_queue(name, "purge", |client, queue| {
-        let row = db::run(
-            client,
-            &queries::PURGE,
-            args![queue_id = queue.id, status = status],
-        )
-        .first()
-        .expect("one row");
+        let rows = match ids {
+            None => db::run(
+                client,
+                &queries::PURGE,
+                args![queue_id = queue.id, status = status],
+            ),
+            Some(ids) => db::run(
+                client,
+                &queries::PURGE_IDS,
+                args![queue_id = queue.id, status = status, ids = ids],
+            ),
+        };
+        let row = rows.first().expect("one row");
         // (unfinished jobs purged end: their awaiters return, those in
         // flight or first in their group let others go, and the jobs that
         // wait for them take it as their failure)

@@ -191,9 +191,10 @@ fn update_from(old: &str, comment: Option<&str>) {
     }
     let app_may: bool = one(
         &mut filled,
-        "SELECT has_function_privilege('app', 'queue_purge(text, text)', 'EXECUTE')
+        // (queue_purge gained `ids` in 0.4.0: the new one carries them)
+        "SELECT has_function_privilege('app', 'queue_purge(text, text, bigint[])', 'EXECUTE')
             AND has_table_privilege('app', 'queue_jobs', 'SELECT')
-            AND NOT has_function_privilege('mailer', 'queue_purge(text, text)', 'EXECUTE')",
+            AND NOT has_function_privilege('mailer', 'queue_purge(text, text, bigint[])', 'EXECUTE')",
         &[],
     );
     assert!(app_may, "the grants made under the old release hold");
