@@ -79,9 +79,9 @@ BEGIN
         SELECT * FROM deleted UNION ALL SELECT * FROM read
     )
     INSERT INTO queue_counters AS c (queue_id, slot, enqueued_total, succeeded_total,
-                                     failed_total, succeeded, cancelled, failed)
+                                     failed_total, succeeded, cancelled, failed, live)
     SELECT g.queue_id, g.slot, sum(g.enqueued_total), sum(g.succeeded_total),
-           sum(g.failed_total), sum(g.succeeded), sum(g.cancelled), sum(g.failed)
+           sum(g.failed_total), sum(g.succeeded), sum(g.cancelled), sum(g.failed), sum(g.live)
       FROM gone g
      WHERE EXISTS (SELECT FROM queue_queues q WHERE q.id = g.queue_id)
      GROUP BY g.queue_id, g.slot
@@ -91,7 +91,8 @@ BEGIN
            failed_total    = c.failed_total + excluded.failed_total,
            succeeded       = c.succeeded + excluded.succeeded,
            cancelled       = c.cancelled + excluded.cancelled,
-           failed          = c.failed + excluded.failed;
+           failed          = c.failed + excluded.failed,
+           live            = c.live + excluded.live;
     IF alone THEN
         TRUNCATE queue_tallies;
     END IF;
@@ -243,7 +244,7 @@ RETURN EXISTS (SELECT FROM pg_stat_activity a
 --   the jobs waiting: rotating once the dead tuples pass 40 times the
 --   square root of the jobs (and a floor) keeps both small;
 -- - vacuum removed the dead tuples but left mostly empty pages, which a
---   sequential scan (queue_stats) still reads: over 8 MB and four times
+--   sequential scan (queue_jobs) still reads: over 8 MB and four times
 --   what its jobs need.
 --
 -- The copy stalls claims and completions while it runs (about 8 us a job:
@@ -277,7 +278,7 @@ DECLARE
     -- the square of the time between rotations)
     held_factor CONSTANT numeric := 40;
     -- a partition this large, and this many times what its jobs need, is
-    -- mostly empty pages that a sequential scan (queue_stats) still reads
+    -- mostly empty pages that a sequential scan (queue_jobs) still reads
     sparse_bytes CONSTANT bigint := 8 * 1024 * 1024;
     sparse_ratio CONSTANT numeric := 4;
 BEGIN

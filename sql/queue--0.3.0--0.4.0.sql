@@ -49,6 +49,66 @@ CREATE INDEX queue_live_children ON queue_live USING gin (depends_on) WHERE depe
 CREATE INDEX queue_done_children ON queue_done USING gin (depends_on) WHERE depends_on IS NOT NULL;
 CREATE INDEX queue_dead_children ON queue_dead USING gin (depends_on) WHERE depends_on IS NOT NULL;
 
+-- queue_stats counts unfinished jobs from the tallies (`live`, schema.sql),
+-- seeded here with the jobs there are: under a lock that waits for every
+-- transaction that moves jobs, and keeps new ones out until the update
+-- commits, so that no move is counted twice or missed.
+LOCK TABLE queue_live, queue_tallies IN EXCLUSIVE MODE;
+ALTER TABLE queue_counters ADD COLUMN live bigint NOT NULL DEFAULT 0;
+ALTER TABLE queue_tallies ADD COLUMN live bigint NOT NULL DEFAULT 0;
+INSERT INTO queue_tallies (queue_id, live)
+SELECT queue_id, count(*) FROM queue_live GROUP BY queue_id;
+CREATE INDEX queue_live_blocked ON queue_live (queue_id) WHERE state = 'blocked';
+CREATE OR REPLACE FUNCTION queue_fold_tallies() RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+DECLARE
+    previous text := current_setting('lock_timeout');
+    alone boolean := false;
+BEGIN
+    LOCK TABLE queue_counters IN SHARE ROW EXCLUSIVE MODE;
+    IF NOT queue_tallies_busy() THEN
+        BEGIN
+            PERFORM set_config('lock_timeout', '20ms', true);
+            LOCK TABLE queue_tallies IN ACCESS EXCLUSIVE MODE;
+            PERFORM set_config('lock_timeout', previous, true);
+            alone := true;
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;  -- (the block's abort restored lock_timeout)
+        END;
+    END IF;
+    -- (each of the first two is skipped whole by its constant condition)
+    WITH deleted AS (
+        DELETE FROM queue_tallies WHERE NOT alone RETURNING *
+    ), read AS (
+        SELECT * FROM queue_tallies WHERE alone
+    ), gone AS (
+        SELECT * FROM deleted UNION ALL SELECT * FROM read
+    )
+    INSERT INTO queue_counters AS c (queue_id, slot, enqueued_total, succeeded_total,
+                                     failed_total, succeeded, cancelled, failed, live)
+    SELECT g.queue_id, g.slot, sum(g.enqueued_total), sum(g.succeeded_total),
+           sum(g.failed_total), sum(g.succeeded), sum(g.cancelled), sum(g.failed), sum(g.live)
+      FROM gone g
+     WHERE EXISTS (SELECT FROM queue_queues q WHERE q.id = g.queue_id)
+     GROUP BY g.queue_id, g.slot
+    ON CONFLICT (queue_id, slot) DO UPDATE
+       SET enqueued_total  = c.enqueued_total + excluded.enqueued_total,
+           succeeded_total = c.succeeded_total + excluded.succeeded_total,
+           failed_total    = c.failed_total + excluded.failed_total,
+           succeeded       = c.succeeded + excluded.succeeded,
+           cancelled       = c.cancelled + excluded.cancelled,
+           failed          = c.failed + excluded.failed,
+           live            = c.live + excluded.live;
+    IF alone THEN
+        TRUNCATE queue_tallies;
+    END IF;
+    DELETE FROM queue_counters c
+     WHERE NOT EXISTS (SELECT FROM queue_queues q WHERE q.id = c.queue_id);
+END
+$$;
+
 -- A job's result, parents and parents waited for in queue_jobs, the jobs
 -- waiting for parents in queue_stats (views.sql).
 CREATE OR REPLACE VIEW queue_jobs AS
@@ -74,9 +134,9 @@ CREATE OR REPLACE VIEW queue_stats AS
 SELECT q.name AS queue,
        q.paused,
        q.sender,
-       coalesce(l.pending, 0) AS pending,
-       coalesce(l.scheduled, 0) AS scheduled,
-       coalesce(l.processing, 0) AS processing,
+       coalesce(c.live, 0) - l.processing - l.blocked - l.scheduled AS pending,
+       l.scheduled,
+       l.processing,
        coalesce(c.succeeded, 0) AS succeeded,
        coalesce(c.failed, 0) AS failed,
        coalesce(c.cancelled, 0) AS cancelled,
@@ -85,19 +145,43 @@ SELECT q.name AS queue,
        coalesce(c.enqueued_total, 0) AS enqueued_total,
        coalesce(c.succeeded_total, 0) AS succeeded_total,
        coalesce(c.failed_total, 0) AS failed_total,
-       coalesce(l.blocked, 0) AS blocked
+       l.blocked
   FROM queue_queues q
-  LEFT JOIN (
-        SELECT queue_id,
-               count(*) FILTER (WHERE state = 'ready'
-                                   OR (state = 'scheduled' AND run_at <= now())) AS pending,
-               count(*) FILTER (WHERE state = 'scheduled' AND run_at > now()) AS scheduled,
-               count(*) FILTER (WHERE state = 'processing') AS processing,
-               count(*) FILTER (WHERE state = 'blocked') AS blocked,
-               min(run_at) FILTER (WHERE state = 'ready'
-                                      OR (state = 'scheduled' AND run_at <= now())) AS oldest_due
-          FROM queue_live
-         GROUP BY queue_id) l ON l.queue_id = q.id
+  CROSS JOIN LATERAL (
+        SELECT (SELECT count(*) FROM queue_live j
+                 WHERE j.queue_id = q.id AND j.state = 'processing') AS processing,
+               (SELECT count(*) FROM queue_live j
+                 WHERE j.queue_id = q.id AND j.state = 'blocked') AS blocked,
+               (SELECT count(*) FROM queue_live j
+                 WHERE j.queue_id = q.id AND j.state = 'scheduled' AND j.run_at > now())
+                   AS scheduled,
+               least((SELECT min(j.run_at) FROM queue_live j
+                       WHERE j.queue_id = q.id AND j.state = 'scheduled' AND j.run_at <= now()),
+                     (WITH RECURSIVE front (priority, turn, run_at) AS (
+                          (SELECT j.priority, j.turn, j.run_at FROM queue_live j
+                            WHERE j.queue_id = q.id AND j.state = 'ready'
+                            ORDER BY j.priority DESC, j.turn, j.run_at, j.id LIMIT 1)
+                          UNION ALL
+                          SELECT n.priority, n.turn, n.run_at
+                            FROM front f
+                           CROSS JOIN LATERAL (
+                                 -- (the next turn of the priority, else the next priority)
+                                 (SELECT j.priority, j.turn, j.run_at FROM queue_live j
+                                   WHERE j.queue_id = q.id AND j.state = 'ready'
+                                     AND j.priority = f.priority AND j.turn > f.turn
+                                   ORDER BY j.priority DESC, j.turn, j.run_at, j.id LIMIT 1)
+                                 UNION ALL
+                                 (SELECT j.priority, j.turn, j.run_at FROM queue_live j
+                                   WHERE j.queue_id = q.id AND j.state = 'ready'
+                                     AND j.priority < f.priority
+                                   ORDER BY j.priority DESC, j.turn, j.run_at, j.id LIMIT 1)
+                                 LIMIT 1) n
+                      )
+                      SELECT CASE WHEN count(*) < 1000 THEN min(w.run_at)
+                                  ELSE (SELECT min(j.run_at) FROM queue_live j
+                                         WHERE j.queue_id = q.id AND j.state = 'ready') END
+                        FROM (SELECT run_at FROM front LIMIT 1000) w)) AS oldest_due
+       ) l
   LEFT JOIN (
         SELECT queue_id,
                sum(enqueued_total)::bigint AS enqueued_total,
@@ -105,13 +189,14 @@ SELECT q.name AS queue,
                sum(failed_total)::bigint AS failed_total,
                sum(succeeded)::bigint AS succeeded,
                sum(cancelled)::bigint AS cancelled,
-               sum(failed)::bigint AS failed
+               sum(failed)::bigint AS failed,
+               sum(live)::bigint AS live
           FROM (SELECT queue_id, enqueued_total, succeeded_total, failed_total, succeeded,
-                       cancelled, failed
+                       cancelled, failed, live
                   FROM queue_counters
                 UNION ALL
                 SELECT queue_id, enqueued_total, succeeded_total, failed_total, succeeded,
-                       cancelled, failed
+                       cancelled, failed, live
                   FROM queue_tallies) t
          GROUP BY queue_id) c ON c.queue_id = q.id
  ORDER BY q.name;
@@ -180,7 +265,7 @@ DECLARE
     -- the square of the time between rotations)
     held_factor CONSTANT numeric := 40;
     -- a partition this large, and this many times what its jobs need, is
-    -- mostly empty pages that a sequential scan (queue_stats) still reads
+    -- mostly empty pages that a sequential scan (queue_jobs) still reads
     sparse_bytes CONSTANT bigint := 8 * 1024 * 1024;
     sparse_ratio CONSTANT numeric := 4;
 BEGIN

@@ -140,6 +140,8 @@ CREATE INDEX queue_live_scheduled ON queue_live (queue_id, run_at) WHERE state =
 -- Jobs in flight, in the order their leases expire.
 CREATE INDEX queue_live_leased ON queue_live (queue_id, lease_expires_at)
     WHERE state = 'processing';
+-- Jobs waiting for parent jobs (queue_stats counts them here).
+CREATE INDEX queue_live_blocked ON queue_live (queue_id) WHERE state = 'blocked';
 CREATE INDEX queue_live_dedup ON queue_live (queue_id, dedup_key)
     WHERE dedup_key IS NOT NULL;
 -- A group's jobs not in flight in enqueue order: its head (ordered queues),
@@ -267,6 +269,10 @@ CREATE TABLE queue_counters (
     succeeded       bigint NOT NULL DEFAULT 0,
     cancelled       bigint NOT NULL DEFAULT 0,
     failed          bigint NOT NULL DEFAULT 0,
+    -- jobs in queue_live (unfinished): queue_stats counts pending jobs as
+    -- these less the few in flight, scheduled or blocked, without reading
+    -- the backlog
+    live            bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (queue_id, slot)
 );
 
@@ -278,7 +284,8 @@ CREATE TABLE queue_tallies (
     failed_total    bigint NOT NULL DEFAULT 0,
     succeeded       bigint NOT NULL DEFAULT 0,
     cancelled       bigint NOT NULL DEFAULT 0,
-    failed          bigint NOT NULL DEFAULT 0
+    failed          bigint NOT NULL DEFAULT 0,
+    live            bigint NOT NULL DEFAULT 0
 ) WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.02);
 
 -- Claims of rate-limited queues (rate_limit, group_rate_limit): how many

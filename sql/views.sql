@@ -74,16 +74,23 @@ BEGIN
 END
 $$;
 
--- One row per queue, also for an empty one. Unfinished jobs are counted
--- (queue_live holds nothing else); finished ones come from the counters,
--- so the cost does not grow with the history retained.
+-- One row per queue, also for an empty one, without reading the backlog:
+-- the unfinished jobs are counted by the tallies (`live`: every statement
+-- that adds jobs to queue_live or takes them out writes its delta, in its
+-- own transaction, so the sum is exact in any snapshot), less those in
+-- flight, scheduled for later or blocked, each counted in its own partial
+-- index (these are few where the backlog is large). The oldest due job is
+-- the oldest of the first due scheduled job and, in the claim order's index,
+-- of the first ready job of each priority and turn (a walk of one probe
+-- each: a queue without groups has one turn per priority; past 1,000 of
+-- them, every ready job is read). Finished jobs come from the counters.
 CREATE VIEW queue_stats AS
 SELECT q.name AS queue,
        q.paused,
        q.sender,
-       coalesce(l.pending, 0) AS pending,
-       coalesce(l.scheduled, 0) AS scheduled,
-       coalesce(l.processing, 0) AS processing,
+       coalesce(c.live, 0) - l.processing - l.blocked - l.scheduled AS pending,
+       l.scheduled,
+       l.processing,
        coalesce(c.succeeded, 0) AS succeeded,
        coalesce(c.failed, 0) AS failed,
        coalesce(c.cancelled, 0) AS cancelled,
@@ -92,19 +99,43 @@ SELECT q.name AS queue,
        coalesce(c.enqueued_total, 0) AS enqueued_total,
        coalesce(c.succeeded_total, 0) AS succeeded_total,
        coalesce(c.failed_total, 0) AS failed_total,
-       coalesce(l.blocked, 0) AS blocked
+       l.blocked
   FROM queue_queues q
-  LEFT JOIN (
-        SELECT queue_id,
-               count(*) FILTER (WHERE state = 'ready'
-                                   OR (state = 'scheduled' AND run_at <= now())) AS pending,
-               count(*) FILTER (WHERE state = 'scheduled' AND run_at > now()) AS scheduled,
-               count(*) FILTER (WHERE state = 'processing') AS processing,
-               count(*) FILTER (WHERE state = 'blocked') AS blocked,
-               min(run_at) FILTER (WHERE state = 'ready'
-                                      OR (state = 'scheduled' AND run_at <= now())) AS oldest_due
-          FROM queue_live
-         GROUP BY queue_id) l ON l.queue_id = q.id
+  CROSS JOIN LATERAL (
+        SELECT (SELECT count(*) FROM queue_live j
+                 WHERE j.queue_id = q.id AND j.state = 'processing') AS processing,
+               (SELECT count(*) FROM queue_live j
+                 WHERE j.queue_id = q.id AND j.state = 'blocked') AS blocked,
+               (SELECT count(*) FROM queue_live j
+                 WHERE j.queue_id = q.id AND j.state = 'scheduled' AND j.run_at > now())
+                   AS scheduled,
+               least((SELECT min(j.run_at) FROM queue_live j
+                       WHERE j.queue_id = q.id AND j.state = 'scheduled' AND j.run_at <= now()),
+                     (WITH RECURSIVE front (priority, turn, run_at) AS (
+                          (SELECT j.priority, j.turn, j.run_at FROM queue_live j
+                            WHERE j.queue_id = q.id AND j.state = 'ready'
+                            ORDER BY j.priority DESC, j.turn, j.run_at, j.id LIMIT 1)
+                          UNION ALL
+                          SELECT n.priority, n.turn, n.run_at
+                            FROM front f
+                           CROSS JOIN LATERAL (
+                                 -- (the next turn of the priority, else the next priority)
+                                 (SELECT j.priority, j.turn, j.run_at FROM queue_live j
+                                   WHERE j.queue_id = q.id AND j.state = 'ready'
+                                     AND j.priority = f.priority AND j.turn > f.turn
+                                   ORDER BY j.priority DESC, j.turn, j.run_at, j.id LIMIT 1)
+                                 UNION ALL
+                                 (SELECT j.priority, j.turn, j.run_at FROM queue_live j
+                                   WHERE j.queue_id = q.id AND j.state = 'ready'
+                                     AND j.priority < f.priority
+                                   ORDER BY j.priority DESC, j.turn, j.run_at, j.id LIMIT 1)
+                                 LIMIT 1) n
+                      )
+                      SELECT CASE WHEN count(*) < 1000 THEN min(w.run_at)
+                                  ELSE (SELECT min(j.run_at) FROM queue_live j
+                                         WHERE j.queue_id = q.id AND j.state = 'ready') END
+                        FROM (SELECT run_at FROM front LIMIT 1000) w)) AS oldest_due
+       ) l
   LEFT JOIN (
         SELECT queue_id,
                sum(enqueued_total)::bigint AS enqueued_total,
@@ -112,13 +143,14 @@ SELECT q.name AS queue,
                sum(failed_total)::bigint AS failed_total,
                sum(succeeded)::bigint AS succeeded,
                sum(cancelled)::bigint AS cancelled,
-               sum(failed)::bigint AS failed
+               sum(failed)::bigint AS failed,
+               sum(live)::bigint AS live
           FROM (SELECT queue_id, enqueued_total, succeeded_total, failed_total, succeeded,
-                       cancelled, failed
+                       cancelled, failed, live
                   FROM queue_counters
                 UNION ALL
                 SELECT queue_id, enqueued_total, succeeded_total, failed_total, succeeded,
-                       cancelled, failed
+                       cancelled, failed, live
                   FROM queue_tallies) t
          GROUP BY queue_id) c ON c.queue_id = q.id
  ORDER BY q.name;

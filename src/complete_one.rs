@@ -61,7 +61,7 @@ struct Tables {
 }
 
 /// The columns of `queue_tallies`, in order: the row `tally` writes.
-const TALLY_COLUMNS: [(&CStr, Oid); 8] = [
+const TALLY_COLUMNS: [(&CStr, Oid); 9] = [
     (c"queue_id", pg_sys::INT4OID),
     (c"slot", pg_sys::INT2OID),
     (c"enqueued_total", pg_sys::INT8OID),
@@ -70,6 +70,7 @@ const TALLY_COLUMNS: [(&CStr, Oid); 8] = [
     (c"succeeded", pg_sys::INT8OID),
     (c"cancelled", pg_sys::INT8OID),
     (c"failed", pg_sys::INT8OID),
+    (c"live", pg_sys::INT8OID),
 ];
 
 thread_local! {
@@ -588,10 +589,11 @@ impl Open {
             pg_sys::Datum::from(0i64),
             pg_sys::Datum::from(0i64),
             pg_sys::Datum::from(0i64),
+            pg_sys::Datum::from(-1i64),
         ];
         let mut nulls = [false; TALLY_COLUMNS.len()];
         // SAFETY: queue_tallies is open with RowExclusiveLock, a heap table
-        // of exactly these eight columns of these types, all by value
+        // of exactly these nine columns of these types, all by value
         // (look_up checked it); the tuple is formed, inserted and freed
         // here.
         unsafe {

@@ -12,7 +12,7 @@ WITH gone AS (
       FROM gone
     RETURNING id, queue_id, has_children
 ), tally AS (
-    INSERT INTO queue_tallies (queue_id, failed_total, failed)
-    SELECT queue_id, count(*), count(*) FROM dead GROUP BY queue_id
+    INSERT INTO queue_tallies (queue_id, failed_total, failed, live)
+    SELECT queue_id, count(*), count(*), -count(*) FROM dead GROUP BY queue_id
 )
 SELECT id, queue_id, has_children FROM dead

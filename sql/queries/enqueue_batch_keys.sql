@@ -45,7 +45,7 @@ WITH r AS MATERIALIZED (
      ORDER BY i.ord
     RETURNING id, queue_id
 ), tally AS (
-    INSERT INTO queue_tallies (queue_id, enqueued_total)
-    SELECT queue_id, count(*) FROM jobs GROUP BY queue_id
+    INSERT INTO queue_tallies (queue_id, enqueued_total, live)
+    SELECT queue_id, count(*), count(*) FROM jobs GROUP BY queue_id
 )
 SELECT array_agg(id ORDER BY id) AS ids FROM jobs

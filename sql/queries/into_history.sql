@@ -24,11 +24,12 @@ done AS (
 ), tally AS (
     -- (the retained counts per history partition; the totals of jobs not
     -- kept under slot -1, which concerns no partition)
-    INSERT INTO queue_tallies (queue_id, slot, succeeded_total, succeeded, cancelled)
+    INSERT INTO queue_tallies (queue_id, slot, succeeded_total, succeeded, cancelled, live)
     SELECT queue_id, slot,
            CASE $3 WHEN 'succeeded' THEN count(*) ELSE 0 END,
            CASE WHEN $3 = 'succeeded' AND slot >= 0 THEN count(*) ELSE 0 END,
-           CASE WHEN $3 = 'cancelled' AND slot >= 0 THEN count(*) ELSE 0 END
+           CASE WHEN $3 = 'cancelled' AND slot >= 0 THEN count(*) ELSE 0 END,
+           -count(*)
       FROM (SELECT queue_id, slot FROM done
             UNION ALL
             SELECT queue_id, -1 FROM ended WHERE NOT kept) t

@@ -7,6 +7,9 @@ WITH live AS (
             OR ($2 = 'pending' AND state <> 'processing')
             OR ($2 = 'processing' AND state = 'processing'))
     RETURNING id, has_children
+), live_tally AS (
+    INSERT INTO queue_tallies (queue_id, live)
+    SELECT $1, -count(*) FROM live HAVING count(*) > 0
 ), done AS (
     DELETE FROM queue_done
      WHERE id = ANY ($3) AND queue_id = $1 AND ($2 IS NULL OR status = $2)

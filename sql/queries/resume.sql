@@ -19,7 +19,7 @@ WITH gone AS (
            j.has_children
       FROM gone j, queue_live_generation g
 ), tally AS (
-    INSERT INTO queue_tallies (queue_id, slot, cancelled)
-    SELECT queue_id, slot, -count(*) FROM gone GROUP BY queue_id, slot
+    INSERT INTO queue_tallies (queue_id, slot, cancelled, live)
+    SELECT queue_id, slot, -count(*), count(*) FROM gone GROUP BY queue_id, slot
 )
 SELECT id, has_children FROM gone

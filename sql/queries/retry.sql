@@ -29,7 +29,7 @@ WITH dead AS (
            CASE WHEN j.group_key IS NULL THEN 0 ELSE -1 END, j.depends_on, j.has_children
       FROM gone j, queue_live_generation g
 ), tally AS (
-    INSERT INTO queue_tallies (queue_id, slot, cancelled, failed)
-    SELECT queue_id, slot, -(status = 'cancelled')::int, -(status = 'failed')::int FROM gone
+    INSERT INTO queue_tallies (queue_id, slot, cancelled, failed, live)
+    SELECT queue_id, slot, -(status = 'cancelled')::int, -(status = 'failed')::int, 1 FROM gone
 )
 SELECT queue_id, has_children FROM gone

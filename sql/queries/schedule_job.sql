@@ -27,6 +27,6 @@ WITH s AS (
       FROM s, queue_live_generation g
     RETURNING id, queue_id
 ), tally AS (
-    INSERT INTO queue_tallies (queue_id, enqueued_total) SELECT queue_id, 1 FROM job
+    INSERT INTO queue_tallies (queue_id, enqueued_total, live) SELECT queue_id, 1, 1 FROM job
 )
 SELECT id FROM job
