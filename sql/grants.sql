@@ -10,8 +10,10 @@ BEGIN
 END
 $$;
 REVOKE ALL ON SEQUENCE queue_queue_id_seq, queue_job_id_seq, queue_live_generation FROM PUBLIC;
-REVOKE ALL ON queue_jobs, queue_stats, queue_failed, queue_workers, queue_schedules FROM PUBLIC;
-GRANT SELECT ON queue_jobs, queue_stats, queue_failed, queue_workers, queue_schedules TO pg_monitor;
+REVOKE ALL ON queue_jobs, queue_stats, queue_failed, queue_workers, queue_schedules, queue_latency
+    FROM PUBLIC;
+GRANT SELECT ON queue_jobs, queue_stats, queue_failed, queue_workers, queue_schedules, queue_latency
+    TO pg_monitor;
 
 -- Storage upkeep takes strong locks: only the owner, and whom the owner
 -- grants it to, may run it. The helpers are its parts.
@@ -25,3 +27,9 @@ REVOKE ALL ON FUNCTION queue_maintain(boolean), queue_bury_expired(), queue_clea
 REVOKE ALL ON FUNCTION queue_worker_status(), queue_wake_latencies(), queue_wakes_sent(),
     queue_register_database(), queue_queues_changed(), queue_queues_trigger() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queue_worker_status() TO pg_monitor;
+
+-- The latency histograms likewise (through queue_latency); a lease is made
+-- by the claim statements, which run as the owner.
+REVOKE ALL ON FUNCTION queue_latency_histograms(), queue_metrics_status(), queue_lease(timestamptz)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queue_latency_histograms(), queue_metrics_status() TO pg_monitor;

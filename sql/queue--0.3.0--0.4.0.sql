@@ -436,6 +436,50 @@ DROP FUNCTION queue_enqueue_0_3_0(text, jsonb, interval, integer, text, timestam
 DROP FUNCTION queue_enqueue_batch_0_3_0(text, jsonb[], interval, integer, text[], text[]);
 DROP FUNCTION queue_purge_0_3_0(text, text);
 
+-- Leases that say when their claim was made, and the latency histograms
+-- (docs/operations.md, "Metrics and traces").
+CREATE  FUNCTION "queue_lease"(
+	"at" timestamp with time zone DEFAULT NULL /* Option < TimestampWithTimeZone > */
+) RETURNS uuid /* Uuid */
+VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_lease_wrapper';
+CREATE  FUNCTION "queue_latency_histograms"() RETURNS TABLE (
+	"queue_id" INT,  /* i32 */
+	"kind" TEXT,  /* String */
+	"outcome" TEXT,  /* Option < String > */
+	"le" double precision[],  /* Vec < f64 > */
+	"counts" bigint[],  /* Vec < i64 > */
+	"sum_seconds" double precision,  /* f64 */
+	"count" bigint  /* i64 */
+)
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_latency_histograms_wrapper';
+CREATE  FUNCTION "queue_metrics_status"() RETURNS TABLE (
+	"queue_slots" INT,  /* i32 */
+	"queue_slots_used" INT,  /* i32 */
+	"observations_dropped" bigint  /* i64 */
+)
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_metrics_status_wrapper';
+-- How long this database's jobs waited (due until claimed) and ran
+-- (claimed until their attempt ended, by outcome), per queue, since the
+-- server started: histograms kept in shared memory by the commits that
+-- claim and end jobs (src/metrics). Bucket bounds in seconds, the last
+-- +Inf; counts cumulative, as Prometheus writes them. Empty without the
+-- preload.
+CREATE VIEW queue_latency AS
+SELECT q.name AS queue, h.kind, h.outcome, h.le, h.counts, h.sum_seconds, h.count
+  FROM queue_latency_histograms() h
+  JOIN queue_queues q ON q.id = h.queue_id;
+REVOKE ALL ON queue_latency FROM PUBLIC;
+GRANT SELECT ON queue_latency TO pg_monitor;
+REVOKE ALL ON FUNCTION queue_latency_histograms(), queue_metrics_status(), queue_lease(timestamptz)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queue_latency_histograms(), queue_metrics_status() TO pg_monitor;
+
 -- Awaiting a job (docs/waiting.md).
 -- (PostgreSQL takes no OUT parameter of a procedure after one with a
 -- default: the timeout's default of 30 seconds is the first form)

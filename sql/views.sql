@@ -173,3 +173,14 @@ CREATE VIEW queue_workers AS
 SELECT pid, database, state, started_at, last_active_at, jobs_delivered, jobs_failed,
        last_error
   FROM queue_worker_status();
+
+-- How long this database's jobs waited (due until claimed) and ran
+-- (claimed until their attempt ended, by outcome), per queue, since the
+-- server started: histograms kept in shared memory by the commits that
+-- claim and end jobs (src/metrics). Bucket bounds in seconds, the last
+-- +Inf; counts cumulative, as Prometheus writes them. Empty without the
+-- preload.
+CREATE VIEW queue_latency AS
+SELECT q.name AS queue, h.kind, h.outcome, h.le, h.counts, h.sum_seconds, h.count
+  FROM queue_latency_histograms() h
+  JOIN queue_queues q ON q.id = h.queue_id;

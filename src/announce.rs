@@ -6,7 +6,7 @@
 //! `queue_await` for a job that ended (worker/waiters.rs).
 //! Nothing happens before the commit, and nothing after a rollback.
 
-use crate::jobs::{Ended, Failed};
+use crate::ends::{Ended, Failed};
 use crate::worker::{waiters, wake};
 
 /// `jobs` jobs of queue `queue_id` fall due at `at` (microseconds since the

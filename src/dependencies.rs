@@ -18,34 +18,9 @@ use pgrx::spi::SpiClient;
 use crate::announce;
 use crate::db::{self, args};
 use crate::errors::QueueError;
-use crate::jobs::{self, Ended};
+use crate::ends::{Ended, Outcome};
+use crate::jobs;
 use crate::queries;
-
-/// How a job ended, for the children that wait for it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    Succeeded,
-    Failed,
-    Cancelled,
-}
-
-impl Outcome {
-    fn word(self) -> &'static str {
-        match self {
-            Outcome::Succeeded => "succeeded",
-            Outcome::Failed => "failed",
-            Outcome::Cancelled => "cancelled",
-        }
-    }
-
-    fn of_status(status: &str) -> Outcome {
-        match status {
-            "succeeded" => Outcome::Succeeded,
-            "cancelled" => Outcome::Cancelled,
-            _ => Outcome::Failed,
-        }
-    }
-}
 
 /// What the enqueue of children with parents did to them.
 #[derive(Debug, PartialEq, Eq)]

@@ -28,6 +28,13 @@ pub static MAX_WORKERS_PER_DATABASE: GucSetting<i32> = GucSetting::<i32>::new(2)
 /// an entry costs little.
 pub static MAX_DATABASES: GucSetting<i32> = GucSetting::<i32>::new(4096);
 
+/// How many queues of the cluster the latency histograms can keep (a slot
+/// of about 800 bytes each, in shared memory: fixed at server start). A
+/// queue takes one the first time one of its jobs is claimed or ends, and
+/// keeps it until the server stops; queues beyond them are not measured
+/// (their observations are counted as dropped: queue_metrics_status()).
+pub static METRICS_QUEUES: GucSetting<i32> = GucSetting::<i32>::new(1024);
+
 /// Seconds a worker stays with nothing to do before it gives its slot back.
 /// Long enough that a steady trickle of jobs keeps its worker; a worker
 /// with nothing due gives its slot up at once when another database waits.
@@ -194,6 +201,16 @@ fn define_max_workers() {
         c"How many databases the background workers can serve.",
         c"The size of the launcher's table of databases in shared memory.",
         &MAX_DATABASES,
+        16,
+        1_000_000,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"queue.metrics_queues",
+        c"How many queues the latency histograms keep.",
+        c"A slot per queue of the cluster, in shared memory; queues beyond them are not measured.",
+        &METRICS_QUEUES,
         16,
         1_000_000,
         GucContext::Postmaster,

@@ -12,9 +12,11 @@ use pgrx::spi::SpiClient;
 use crate::announce;
 use crate::catalog::{self, micros, Queue};
 use crate::db::{self, args};
-use crate::dependencies::{self, Outcome};
+use crate::dependencies;
+use crate::ends::{Ended, Failed, Outcome};
 use crate::jsonb::Jsonb;
 use crate::limits;
+use crate::metrics;
 use crate::policy::{add_delay, after_failure, Backoff, FailOutcome};
 use crate::queries;
 
@@ -204,6 +206,9 @@ pub fn claim(
         turn.took(jobs.len());
     }
     jobs.sort_unstable_by_key(|(order, _, _)| *order);
+    for ((_, _, due_at, _), _, _) in &jobs {
+        metrics::claimed(queue.id, *due_at, now);
+    }
     Claim {
         jobs: jobs.into_iter().map(|(_, _, job)| job).collect(),
         held_back,
@@ -298,6 +303,8 @@ pub fn lock_next(client: &mut SpiClient<'_>, queue: &Queue, max_jobs: usize) -> 
             exhausted.push(id);
             return None;
         }
+        let due_at = row.value::<TimestampWithTimeZone>("run_at").into_inner();
+        metrics::claimed(queue.id, due_at, now);
         Some(Locked {
             id,
             job: row.value("job"),
@@ -318,14 +325,20 @@ pub struct Attempted {
 }
 
 /// Jobs `ids` that the caller locked with `lock_next` count the attempt it
-/// made of them and are in flight, for `worker`, under an expired lease:
-/// the caller then records a failed attempt (`fail`) or leaves them to
-/// the recovery of jobs a stopped worker left in flight.
-pub fn count_attempts(client: &mut SpiClient<'_>, ids: Vec<i64>, worker: &str) -> Vec<Attempted> {
+/// made of them, which `began` then, and are in flight, for `worker`, under
+/// an expired lease (which says when the attempt began: leases.rs): the
+/// caller then records a failed attempt (`fail`) or leaves them to the
+/// recovery of jobs a stopped worker left in flight.
+pub fn count_attempts(
+    client: &mut SpiClient<'_>,
+    ids: Vec<i64>,
+    worker: &str,
+    began: i64,
+) -> Vec<Attempted> {
     db::run(
         client,
         &queries::COUNT_ATTEMPTS,
-        args![ids = ids, worker = worker],
+        args![ids = ids, worker = worker, at = db::timestamp(began)],
     )
     .map(|row| Attempted {
         id: row.value("id"),
@@ -368,36 +381,22 @@ pub fn bury(client: &mut SpiClient<'_>, ids: Vec<i64>, now: i64, error: Option<&
     }
 }
 
-/// A job that ended, and its queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Ended {
-    pub id: i64,
-    pub queue_id: i32,
-    /// Jobs wait for it (dependencies.rs).
-    pub has_children: bool,
-}
-
-impl Ended {
-    /// Jobs `ids`, all of queue `queue_id`, and which of them have children.
-    pub fn all_of(queue_id: i32, ids: Vec<i64>, parents: &[i64]) -> Vec<Ended> {
-        ids.into_iter()
-            .map(|id| Ended {
-                id,
-                queue_id,
-                has_children: parents.contains(&id),
-            })
-            .collect()
-    }
-}
-
 /// The jobs a statement ended (their ids and queues), by id, announced for
-/// the commit: their waiters and awaiters look again (announce.rs).
-fn announced(rows: db::Rows<'_>) -> Vec<Ended> {
+/// the commit: their waiters and awaiters look again (announce.rs); the
+/// attempts that were in flight ended as `outcome` (metrics).
+fn announced(rows: db::Rows<'_>, outcome: Outcome) -> Vec<Ended> {
+    let now = crate::time::now_us();
     let mut ended: Vec<Ended> = rows
-        .map(|r| Ended {
-            id: r.value("id"),
-            queue_id: r.value("queue_id"),
-            has_children: r.value("has_children"),
+        .map(|r| {
+            let job = Ended {
+                id: r.value("id"),
+                queue_id: r.value("queue_id"),
+                has_children: r.value("has_children"),
+            };
+            if let Some(lease) = r.get::<Uuid>("lease") {
+                metrics::ended(job.queue_id, outcome, &lease, now);
+            }
+            job
         })
         .collect();
     ended.sort_unstable();
@@ -408,7 +407,7 @@ fn announced(rows: db::Rows<'_>) -> Vec<Ended> {
 /// `announced`, and the jobs that wait for those that ended so (`outcome`)
 /// are settled in the same transaction (dependencies.rs).
 fn ended(client: &mut SpiClient<'_>, rows: db::Rows<'_>, outcome: Outcome) -> Vec<Ended> {
-    let ended = announced(rows);
+    let ended = announced(rows, outcome);
     settle(client, &ended, outcome);
     ended
 }
@@ -435,7 +434,8 @@ pub fn cancel_children(
     outcomes: Vec<&str>,
 ) -> Vec<Ended> {
     let now = db::timestamp(crate::time::now_us());
-    announced(db::run(
+    announced(
+        db::run(
         client,
         &queries::CANCEL_CHILDREN,
         args![
@@ -445,7 +445,9 @@ pub fn cancel_children(
             parents = parents,
             outcomes = outcomes
         ],
-    ))
+    ),
+        Outcome::Cancelled,
+    )
 }
 
 /// Completes every (id, lease) pair whose lease is held, each with its
@@ -501,14 +503,16 @@ pub fn cancel(client: &mut SpiClient<'_>, ids: Vec<i64>) -> Vec<Ended> {
 
 /// Jobs locked by `lock_next` and delivered by `worker` end `succeeded`,
 /// with the senders' results (one per id), their attempt counted (it was
-/// never written).
+/// never written), begun at `began` (metrics).
 pub fn succeed_locked(
     client: &mut SpiClient<'_>,
     ids: Vec<i64>,
     results: Vec<Option<Jsonb>>,
     worker: &str,
+    began: i64,
 ) {
-    let now = db::timestamp(crate::time::now_us());
+    let now_us = crate::time::now_us();
+    let now = db::timestamp(now_us);
     let rows = db::run(
         client,
         &queries::FINISH_LOCKED,
@@ -520,19 +524,9 @@ pub fn succeed_locked(
             results = results
         ],
     );
-    ended(client, rows, Outcome::Succeeded);
-}
-
-/// What a failed attempt did to its job.
-pub struct Failed {
-    /// The job's status word now: 'pending' or 'failed'.
-    pub status: &'static str,
-    /// It waits for another attempt in a queue with a sender: the caller
-    /// asks for a worker at commit.
-    pub wake: bool,
-    pub queue_id: i32,
-    /// When its next attempt is due (None: it failed for good).
-    pub retry_at: Option<i64>,
+    for job in ended(client, rows, Outcome::Succeeded) {
+        metrics::ended_since(job.queue_id, Outcome::Succeeded, began, now_us);
+    }
 }
 
 /// A failed attempt of job `id` under `lease`: the retry policy of its
@@ -575,6 +569,7 @@ pub fn fail(
         random,
     );
     let now = crate::time::now_us();
+    metrics::ended(row.value("queue_id"), Outcome::Failed, &lease, now);
     Some(match outcome {
         FailOutcome::Retry { delay_us } => {
             let state = if delay_us == 0 { "ready" } else { "scheduled" };

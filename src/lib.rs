@@ -13,11 +13,14 @@ mod complete_one;
 mod contract;
 mod db;
 mod dependencies;
+mod ends;
 mod errors;
 mod gucs;
 mod jobs;
 mod jsonb;
+mod leases;
 mod limits;
+mod metrics;
 mod policy;
 mod queries;
 mod regprocedure;
@@ -48,7 +51,10 @@ extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
 extension_sql_file!(
     "../sql/views.sql",
     name = "views",
-    requires = [api::workers::queue_worker_status]
+    requires = [
+        api::workers::queue_worker_status,
+        api::metrics::queue_latency_histograms
+    ]
 );
 extension_sql!(
     "SELECT queue_register_database();",

@@ -84,7 +84,7 @@ statements! {
         outcomes: TEXTARRAYOID) -> (child, parent, outcome);
     CANCEL_CHILDREN = "cancel_children.sql" + "into_history.sql" (ids: INT8ARRAYOID,
         at: TIMESTAMPTZOID, status: TEXTOID, parents: INT8ARRAYOID, outcomes: TEXTARRAYOID)
-        -> (id, queue_id, has_children);
+        -> (id, queue_id, has_children, lease);
     RESUME_FIND = "resume_find.sql" (parent: INT8OID) -> (id);
     LOCK_EDGES = "lock_edges.sql" (children: INT8ARRAYOID) -> (child);
     RESUME = "resume.sql" (ids: INT8ARRAYOID, waiting: INT4ARRAYOID, run_at: TIMESTAMPTZOID)
@@ -123,20 +123,20 @@ statements! {
         jobs: INT4ARRAYOID) -> ();
     RATE_SWEEP = "rate_sweep.sql" (queue_id: INT4OID, before: TIMESTAMPTZOID) -> ();
     COMPLETE = "complete.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
-        status: TEXTOID, leases: UUIDARRAYOID, results: JSONBARRAYOID) -> (id, queue_id, has_children);
+        status: TEXTOID, leases: UUIDARRAYOID, results: JSONBARRAYOID) -> (id, queue_id, has_children, lease);
     COMPLETE_CLAIMED = "complete_claimed.sql" + "into_history.sql" (ids: INT8ARRAYOID,
-        at: TIMESTAMPTZOID, status: TEXTOID, results: JSONBARRAYOID) -> (id, queue_id, has_children);
+        at: TIMESTAMPTZOID, status: TEXTOID, results: JSONBARRAYOID) -> (id, queue_id, has_children, lease);
     FINISH = "finish.sql" + "into_history.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID,
-        status: TEXTOID) -> (id, queue_id, has_children);
+        status: TEXTOID) -> (id, queue_id, has_children, lease);
     FINISH_LOCKED = "finish_locked.sql" + "into_history.sql" (ids: INT8ARRAYOID,
         at: TIMESTAMPTZOID, status: TEXTOID, worker: TEXTOID, results: JSONBARRAYOID)
-        -> (id, queue_id, has_children);
+        -> (id, queue_id, has_children, lease);
     FAIL_LOCK = "fail_lock.sql" (id: INT8OID, lease: UUIDOID)
         -> (attempts, max_attempts, backoff, retry_delay, max_retry_delay, has_sender, queue_id);
     FAIL_RETRY = "fail_retry.sql" (id: INT8OID, run_at: TIMESTAMPTZOID, state: TEXTOID,
         error: TEXTOID) -> ();
     BURY = "bury.sql" (ids: INT8ARRAYOID, at: TIMESTAMPTZOID, error: TEXTOID)
-        -> (id, queue_id, has_children);
+        -> (id, queue_id, has_children, lease);
     EXTEND = "extend.sql" (id: INT8OID, lease: UUIDOID, lease_until: TIMESTAMPTZOID)
         -> (lease_expires_at);
 
@@ -185,10 +185,10 @@ statements! {
     DELIVER_LOCK = "deliver_lock.sql" (ids: INT8ARRAYOID, leases: UUIDARRAYOID, queue: TEXTOID,
         max_attempts: INT4OID) -> (id, job);
     LOCK_NEXT = "lock_set.sql" + "lock_next.sql" (queue_id: INT4OID, limit: INT4OID, queue: TEXTOID,
-        max_attempts: INT4OID) -> (id, attempts, job, group_key);
+        max_attempts: INT4OID) -> (id, attempts, job, group_key, run_at);
     LOCK_NEXT_ORDERED = "ordered_front.sql" + "lock_set.sql" + "ordered_heads.sql" (queue_id: INT4OID,
-        limit: INT4OID, queue: TEXTOID, max_attempts: INT4OID) -> (id, attempts, job, group_key);
-    COUNT_ATTEMPTS = "count_attempts.sql" (ids: INT8ARRAYOID, worker: TEXTOID)
+        limit: INT4OID, queue: TEXTOID, max_attempts: INT4OID) -> (id, attempts, job, group_key, run_at);
+    COUNT_ATTEMPTS = "count_attempts.sql" (ids: INT8ARRAYOID, worker: TEXTOID, at: TIMESTAMPTZOID)
         -> (id, lease, queue_id, group_key);
     RELEASE = "release.sql" (ids: INT8ARRAYOID) -> ();
     LEFT_IN_FLIGHT = "left_in_flight.sql" (worker: TEXTOID) -> (id);

@@ -15,4 +15,4 @@ WITH gone AS (
     INSERT INTO queue_tallies (queue_id, failed_total, failed, live)
     SELECT queue_id, count(*), count(*), -count(*) FROM dead GROUP BY queue_id
 )
-SELECT id, queue_id, has_children FROM dead
+SELECT id, queue_id, has_children, NULL::uuid AS lease FROM dead

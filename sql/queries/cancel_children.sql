@@ -13,5 +13,5 @@ WITH gone AS (
                                 CASE c.outcome WHEN 'failed' THEN 'failed'
                                                ELSE 'was cancelled' END) AS last_error,
               l.headers, l.payload, l.uid, l.group_key, NULL::jsonb AS result, l.depends_on,
-              l.has_children, c.parent AS cancelled_by
+              l.has_children, c.parent AS cancelled_by, l.lease
 ),

@@ -20,7 +20,7 @@
 UPDATE queue_live l
    SET state = CASE WHEN l.attempts >= $3 THEN l.state ELSE 'processing' END,
        attempts = CASE WHEN l.attempts >= $3 THEN l.attempts ELSE l.attempts + 1 END,
-       lease = CASE WHEN l.attempts >= $3 THEN l.lease ELSE gen_random_uuid() END,
+       lease = CASE WHEN l.attempts >= $3 THEN l.lease ELSE queue_lease() END,
        lease_expires_at = CASE WHEN l.attempts >= $3 THEN l.lease_expires_at ELSE $4 END,
        worker = CASE WHEN l.attempts >= $3 THEN l.worker ELSE $5 END,
        -- (queue_live_group_busy: only an ordered queue or one with

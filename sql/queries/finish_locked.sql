@@ -10,5 +10,5 @@ WITH gone AS (
     RETURNING l.queue_id, l.priority, l.attempts + 1 AS attempts, l.id, l.run_at,
               l.enqueued_at, $4::text AS worker, l.dedup_key, l.last_error, l.headers,
               l.payload, l.uid, l.group_key, p.result, l.depends_on, l.has_children,
-              NULL::bigint AS cancelled_by
+              NULL::bigint AS cancelled_by, NULL::uuid AS lease
 ),

@@ -2,7 +2,8 @@
 -- end with status $3 at $2 and are tallied for queue_stats; they go into
 -- history, with their `result`, for their queue's retention, unless it is
 -- 0 (nothing to keep: no history row is written at all). Returns their ids
--- and queues, and whether jobs wait for them (jobs.rs settles those).
+-- and queues, whether jobs wait for them (jobs.rs settles those), and the
+-- leases they were in flight under (metrics: how long they ran).
 ended AS (
     SELECT g.*, $2 + queue_kept_for(q.retention) AS expires,
            q.retention > interval '0' AS kept
@@ -35,4 +36,4 @@ done AS (
             SELECT queue_id, -1 FROM ended WHERE NOT kept) t
      GROUP BY queue_id, slot
 )
-SELECT id, queue_id, has_children FROM ended
+SELECT id, queue_id, has_children, lease FROM ended

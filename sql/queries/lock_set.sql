@@ -3,8 +3,8 @@
 -- that delivers them deletes each job delivered and counts an attempt only
 -- for those that fail), each with its attempts so far and the argument its
 -- sender gets, the attempt under way counted ($3 and $4: the queue's name
--- and max_attempts), and its group (for the rate windows of a queue with
--- limits).
+-- and max_attempts), its group (for the rate windows of a queue with
+-- limits), and when it fell due (metrics: how long it waited).
 --
 -- Then lock_next.sql picks the first $2 in claim order, or, for an ordered
 -- queue without limits that count (after ordered_front.sql),
@@ -24,4 +24,4 @@ SELECT r.id, r.attempts,
                               'max_attempts', $4::int, 'enqueued_at', r.enqueued_at,
                               'depends_on', r.depends_on)
        END AS job,
-       r.group_key
+       r.group_key, r.run_at

@@ -8,9 +8,11 @@ use crate::announce;
 use crate::catalog;
 use crate::complete_one;
 use crate::db::{self, args};
+use crate::ends::{Ended, Outcome};
 use crate::errors::{no_null_elements, required, OrRaise, QueueError};
 use crate::jobs;
 use crate::jsonb::{Jsonb, JsonbArray};
+use crate::metrics;
 use crate::policy::add_delay;
 use crate::queries;
 use crate::rules::{self, at_least_zero, positive};
@@ -90,11 +92,12 @@ fn queue_complete(
     // (without the statement when nothing is kept: complete_one.rs)
     match complete_one::complete(id, lease) {
         complete_one::Outcome::Completed { queue_id } => {
-            announce::ended(&[jobs::Ended {
+            announce::ended(&[Ended {
                 id,
                 queue_id,
                 has_children: false,
             }]);
+            metrics::ended(queue_id, Outcome::Succeeded, &lease, crate::time::now_us());
             true
         }
         complete_one::Outcome::NotHeld => false,

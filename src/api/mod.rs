@@ -4,6 +4,7 @@
 mod await_job;
 mod consume;
 mod groups;
+pub mod metrics;
 mod procedure;
 mod produce;
 mod queues;

@@ -7,7 +7,7 @@ use super::duration;
 use crate::announce;
 use crate::catalog;
 use crate::db::{self, args};
-use crate::dependencies::Outcome;
+use crate::ends::{Ended, Outcome};
 use crate::errors::{no_null_elements, required, OrRaise, QueueError};
 use crate::jobs;
 use crate::queries;
@@ -285,7 +285,7 @@ fn queue_drop(queue: Option<&str>, force: default!(Option<bool>, false)) -> bool
         announce::queue_dropped(queue.id);
         let gone: Vec<i64> = row.get("gone").unwrap_or_default();
         let parents: Vec<i64> = row.get("parents").unwrap_or_default();
-        let ended = jobs::Ended::all_of(queue.id, gone, &parents);
+        let ended = Ended::all_of(queue.id, gone, &parents);
         announce::ended(&ended);
         jobs::settle(client, &ended, Outcome::Failed);
         let unfinished: i64 = row.value("unfinished");
@@ -368,7 +368,7 @@ fn queue_purge(
         let unfinished: Vec<i64> = row.get("unfinished").unwrap_or_default();
         let parents: Vec<i64> = row.get("parents").unwrap_or_default();
         let purged = row.value::<i64>("purged");
-        let ended = jobs::Ended::all_of(queue.id, unfinished, &parents);
+        let ended = Ended::all_of(queue.id, unfinished, &parents);
         announce::ended(&ended);
         jobs::settle(client, &ended, Outcome::Failed);
         purged

@@ -54,7 +54,11 @@ pub fn init() {
     }
     shared::init();
     crate::reservations::init();
-    static SEGMENTS: [&segments::Segment; 2] = [&databases::SEGMENT, &waiters::SEGMENT];
+    static SEGMENTS: [&segments::Segment; 3] = [
+        &databases::SEGMENT,
+        &waiters::SEGMENT,
+        &crate::metrics::memory::SEGMENT,
+    ];
     segments::init(&SEGMENTS);
     hooks::install();
     launcher::register();

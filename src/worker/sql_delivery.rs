@@ -139,8 +139,9 @@ fn deliver_some(session: &Session, queue_id: i32, batch: Vec<InFlight>) -> (Vec<
 enum Taken {
     /// Claimed in an earlier transaction, the attempt counted there.
     Claimed,
-    /// Locked by this transaction (jobs::lock_next), nothing written.
-    Locked,
+    /// Locked by this transaction (jobs::lock_next) at `began`, nothing
+    /// written.
+    Locked { began: i64 },
 }
 
 /// The outcomes of a transaction's calls: delivered jobs succeed, failed
@@ -165,7 +166,9 @@ fn record(
                 Taken::Claimed => {
                     jobs::succeed(client, ids, results);
                 }
-                Taken::Locked => jobs::succeed_locked(client, ids, results, WORKER_NAME),
+                Taken::Locked { began } => {
+                    jobs::succeed_locked(client, ids, results, WORKER_NAME, began)
+                }
             }
         }
         for (id, message, permanent) in &failed {
@@ -372,6 +375,7 @@ fn deliver_locked(
             );
         }
     }
+    let began = crate::time::now_us();
     let locked = session.tables(|c| jobs::lock_next(c, queue, size));
     if let Some(turn) = &turn {
         turn.took(locked.len());
@@ -424,7 +428,7 @@ fn deliver_locked(
         HashMap::new()
     } else {
         session
-            .tables(|c| jobs::count_attempts(c, failed_ids, WORKER_NAME))
+            .tables(|c| jobs::count_attempts(c, failed_ids, WORKER_NAME, began))
             .into_iter()
             .map(|job| (job.id, job.lease))
             .collect()
@@ -433,7 +437,13 @@ fn deliver_locked(
         .into_iter()
         .filter(|(id, _, _)| leases.contains_key(id))
         .collect();
-    let tally = record(session, Taken::Locked, delivered, failed, &|id| leases[&id]);
+    let tally = record(
+        session,
+        Taken::Locked { began },
+        delivered,
+        failed,
+        &|id| leases[&id],
+    );
     (claimed, tally)
 }
 
@@ -482,7 +492,7 @@ pub fn mark_suspects(session: &Session) {
         let ids = left.ids.clone();
         session::transaction(|| {
             session.tables(|c| {
-                let marked = jobs::count_attempts(c, ids, WORKER_NAME);
+                let marked = jobs::count_attempts(c, ids, WORKER_NAME, crate::time::now_us());
                 note_lost_claims(c, &marked);
             })
         });
