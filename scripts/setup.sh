@@ -84,10 +84,14 @@ if [ ! -x "$VENV/bin/python3" ] && ! python3 -m venv "$VENV" >/dev/null 2>&1; th
     sudo_if_needed apt-get install -y -q --no-install-recommends python3-venv
     python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python3" -c 'import psycopg, standardwebhooks, patroni, pysyncobj' 2>/dev/null; then
-    echo "installing psycopg 3, standardwebhooks and patroni into $VENV"
+# OpenTelemetry's protobuf definitions decode what the worker sends a
+# collector (tests/otlp/receiver.py), and Prometheus's own client library
+# parses queue-web's /metrics (web/tests).
+if ! "$VENV/bin/python3" -c 'import psycopg, standardwebhooks, patroni, pysyncobj, prometheus_client
+import opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null; then
+    echo "installing psycopg 3, standardwebhooks, patroni, opentelemetry-proto and prometheus_client into $VENV"
     "$VENV/bin/python3" -m pip install --quiet 'psycopg[binary]' 'standardwebhooks==1.1.0' \
-        'patroni[raft]==4.1.5'
+        'patroni[raft]==4.1.5' 'opentelemetry-proto==1.45.2' 'prometheus_client==0.23.1'
 fi
 # node-postgres and the Standard Webhooks library (the README's Node consumer
 # loop and signature check), pinned by tests/readme's lock file.

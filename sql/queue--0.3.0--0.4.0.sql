@@ -459,7 +459,9 @@ AS 'MODULE_PATHNAME', 'queue_latency_histograms_wrapper';
 CREATE  FUNCTION "queue_metrics_status"() RETURNS TABLE (
 	"queue_slots" INT,  /* i32 */
 	"queue_slots_used" INT,  /* i32 */
-	"observations_dropped" bigint  /* i64 */
+	"observations_dropped" bigint,  /* i64 */
+	"spans_exported" bigint,  /* i64 */
+	"spans_dropped" bigint  /* i64 */
 )
 STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c /* Rust */

@@ -45,6 +45,11 @@ pub enum QueueError {
     NotOneDimensional {
         argument: &'static str,
     },
+    /// A traceparent or tracestate in a job's headers that the W3C Trace
+    /// Context rules refuse (trace_context.rs says why).
+    MalformedTraceContext {
+        problem: String,
+    },
     ArrayLengthMismatch {
         left: &'static str,
         left_len: usize,
@@ -183,6 +188,7 @@ impl QueueError {
             | QueueError::UnknownStatus { .. }
             | QueueError::NotAnObject { .. }
             | QueueError::NotOneDimensional { .. }
+            | QueueError::MalformedTraceContext { .. }
             | QueueError::ArrayLengthMismatch { .. }
             | QueueError::ReservedWorkerName
             | QueueError::InvalidCron { .. }
@@ -247,6 +253,7 @@ impl QueueError {
             QueueError::NotAnObject { argument, value } => {
                 format!("{argument} must be a JSON object, got {value}")
             }
+            QueueError::MalformedTraceContext { problem } => format!("headers: {problem}"),
             QueueError::NotOneDimensional { argument } => {
                 format!("{argument} must be a one-dimensional array")
             }

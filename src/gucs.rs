@@ -75,6 +75,20 @@ pub static WEBHOOK_ALLOW: GucSetting<Option<std::ffi::CString>> =
 pub static WEBHOOK_CA_FILE: GucSetting<Option<std::ffi::CString>> =
     GucSetting::<Option<std::ffi::CString>>::new(None);
 
+/// W3C Trace Context for the jobs a transaction enqueues whose headers have
+/// none (`SET LOCAL queue.traceparent = '00-...'`): copied into their
+/// headers. A malformed value is refused when it is set (22023).
+pub static TRACEPARENT: GucSetting<Option<std::ffi::CString>> =
+    GucSetting::<Option<std::ffi::CString>>::new(None);
+pub static TRACESTATE: GucSetting<Option<std::ffi::CString>> =
+    GucSetting::<Option<std::ffi::CString>>::new(None);
+
+/// Where the workers send a span of each delivery attempt: an
+/// OpenTelemetry collector's OTLP/HTTP base URL (`/v1/traces` is added).
+/// Empty: no span is made.
+pub static OTLP_ENDPOINT: GucSetting<Option<std::ffi::CString>> =
+    GucSetting::<Option<std::ffi::CString>>::new(None);
+
 /// A string setting's value ("" when unset).
 pub fn text(setting: &GucSetting<Option<std::ffi::CString>>) -> String {
     setting
@@ -102,6 +116,40 @@ pub fn init() {
         c"For endpoints whose certificates a private CA signed. Empty: the system's trust store alone.",
         &WEBHOOK_CA_FILE,
         GucContext::Suset,
+        GucFlags::default(),
+    );
+    // SAFETY: both check hooks are #[pg_guard]ed and have the signature
+    // PostgreSQL calls them with; the settings are statics.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            c"queue.traceparent",
+            c"W3C traceparent of the jobs this transaction enqueues without one in their headers.",
+            c"00-<trace id>-<parent id>-<flags>, as the W3C Trace Context recommendation writes it.",
+            &TRACEPARENT,
+            GucContext::Userset,
+            GucFlags::default(),
+            Some(check_traceparent),
+            None,
+            None,
+        );
+        GucRegistry::define_string_guc_with_hooks(
+            c"queue.tracestate",
+            c"W3C tracestate that goes with queue.traceparent.",
+            c"",
+            &TRACESTATE,
+            GucContext::Userset,
+            GucFlags::default(),
+            Some(check_tracestate),
+            None,
+            None,
+        );
+    }
+    GucRegistry::define_string_guc(
+        c"queue.otlp_endpoint",
+        c"The OpenTelemetry collector the workers send a span of each delivery attempt to.",
+        c"Its OTLP/HTTP base URL, such as http://localhost:4318 (/v1/traces is added). Empty: no spans.",
+        &OTLP_ENDPOINT,
+        GucContext::Sighup,
         GucFlags::default(),
     );
     GucRegistry::define_bool_guc(
@@ -258,5 +306,62 @@ fn set_in_nest_level(name: &std::ffi::CStr, value: &std::ffi::CStr, elevel: i32)
             elevel,
             false,
         )
+    }
+}
+
+/// The value a string setting's check hook is asked about, or None for an
+/// empty one (which means unset).
+///
+/// # Safety
+///
+/// `newval` is what PostgreSQL passes a string check hook: a pointer to a
+/// NUL-terminated string, or to NULL.
+unsafe fn checked_value(newval: *mut *mut std::ffi::c_char) -> Option<String> {
+    // SAFETY: as the caller guarantees.
+    let value = unsafe { *newval };
+    if value.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated string that lives for the call.
+    let text = unsafe { std::ffi::CStr::from_ptr(value) }.to_string_lossy();
+    (!text.is_empty()).then(|| text.into_owned())
+}
+
+/// Refuses a value (22023, PostgreSQL's code for a setting its check hook
+/// refuses), saying why in the error's detail.
+fn refuse(problem: &str) -> bool {
+    let detail = std::ffi::CString::new(problem.replace('\0', "")).unwrap_or_default();
+    // SAFETY: GUC_check_errdetail_string is read by the caller of the check
+    // hook right after it returns false; pstrdup copies into the current
+    // memory context, which lives until then.
+    unsafe { pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(detail.as_ptr()) };
+    false
+}
+
+/// Only PostgreSQL calls it: the check hook of queue.traceparent.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_traceparent(
+    newval: *mut *mut std::ffi::c_char,
+    _extra: *mut *mut std::ffi::c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: called as a string check hook.
+    match unsafe { checked_value(newval) } {
+        None => true,
+        Some(value) => crate::trace_context::parse(&value, None).map_or_else(|p| refuse(&p), |_| true),
+    }
+}
+
+/// Only PostgreSQL calls it: the check hook of queue.tracestate.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_tracestate(
+    newval: *mut *mut std::ffi::c_char,
+    _extra: *mut *mut std::ffi::c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: called as a string check hook.
+    match unsafe { checked_value(newval) } {
+        None => true,
+        Some(value) => crate::trace_context::check_state(&value).map_or_else(|p| refuse(&p), |_| true),
     }
 }

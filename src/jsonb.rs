@@ -123,6 +123,50 @@ impl Jsonb {
         unsafe { pg_sys::toast_raw_datum_size(self.0) }
     }
 
+    /// `value` as a jsonb datum in the current memory context.
+    pub fn from_json(value: &serde_json::Value) -> Jsonb {
+        let datum = pgrx::JsonB(value.clone())
+            .into_datum()
+            .expect("a jsonb datum");
+        Jsonb(datum)
+    }
+
+    /// The text of an object's field `key` (`->>`), None when it has none.
+    pub fn field_text(self, key: &str) -> Option<String> {
+        // SAFETY: self.0 is a non-null jsonb datum, and the key a text
+        // datum: jsonb_object_field_text's two arguments; it returns text
+        // or SQL NULL, which direct_function_call converts.
+        unsafe {
+            pgrx::direct_function_call(
+                pg_sys::jsonb_object_field_text,
+                &[Some(self.0), key.into_datum()],
+            )
+        }
+    }
+
+    /// An object's field `key` (`->`), None when it has none.
+    pub fn field(self, key: &str) -> Option<Jsonb> {
+        // SAFETY: as in field_text; jsonb_object_field returns jsonb or
+        // SQL NULL.
+        let datum: Option<pg_sys::Datum> = unsafe {
+            pgrx::direct_function_call_as_datum(
+                pg_sys::jsonb_object_field,
+                &[Some(self.0), key.into_datum()],
+            )
+        };
+        datum.map(Jsonb)
+    }
+
+    /// An object's fields and `other`'s (`||`: other's win).
+    pub fn concat(self, other: Jsonb) -> Jsonb {
+        // SAFETY: two non-null jsonb datums, jsonb_concat's arguments; it
+        // returns a new jsonb datum.
+        let datum: Option<pg_sys::Datum> = unsafe {
+            pgrx::direct_function_call_as_datum(pg_sys::jsonb_concat, &[Some(self.0), Some(other.0)])
+        };
+        Jsonb(datum.expect("jsonb_concat returns a value"))
+    }
+
     /// The JSON type of the value (`object`, `array`, `string`, ...).
     pub fn type_name(self) -> String {
         // SAFETY: self.0 is a non-null jsonb datum (a Jsonb is only made

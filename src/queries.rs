@@ -60,11 +60,12 @@ statements! {
         priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, dedup_key: TEXTOID,
         now: TIMESTAMPTZOID, group_key: TEXTOID, turn_safe: BOOLOID) -> (id);
     ENQUEUE_BATCH = "enqueue_batch.sql" (queue_id: INT4OID, payloads: JSONBARRAYOID,
-        priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, now: TIMESTAMPTZOID) -> (ids);
+        priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, now: TIMESTAMPTZOID,
+        headers: JSONBOID) -> (ids);
     ENQUEUE_BATCH_KEYS = "enqueue_batch_keys.sql" (queue_id: INT4OID, payloads: JSONBARRAYOID,
         priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, now: TIMESTAMPTZOID,
         group_keys: TEXTARRAYOID, dedup_keys: TEXTARRAYOID, skip: INT8ARRAYOID,
-        turn_safe: BOOLOID) -> (ids);
+        turn_safe: BOOLOID, headers: JSONBOID) -> (ids);
     DEDUP_FIND_MANY = "dedup_find_many.sql" (queue_id: INT4OID, dedup_keys: TEXTARRAYOID)
         -> (dedup_key, id);
     DEDUP_FIND = "dedup_find.sql" (queue_id: INT4OID, dedup_key: TEXTOID) -> (id);

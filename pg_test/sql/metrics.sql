@@ -43,7 +43,8 @@ SELECT queue_fail(id, lease, 'again') FROM queue_claim('m.lat');
 SELECT queue_complete(id, lease) FROM claimed WHERE id = (SELECT min(id) FROM claimed);
 SELECT kind, outcome, count FROM queue_latency WHERE queue = 'm.lat' ORDER BY kind DESC, outcome;
 -- the table of slots
-SELECT queue_slots, queue_slots_used >= 1 AS used, observations_dropped FROM queue_metrics_status();
+SELECT queue_slots, queue_slots_used >= 1 AS used, observations_dropped, spans_exported, spans_dropped
+  FROM queue_metrics_status();
 -- for monitoring roles
 CREATE ROLE m_nobody;
 SET ROLE m_nobody;
@@ -57,3 +58,39 @@ SET ROLE m_nobody;
 SELECT count(*) > 0 AS readable FROM queue_latency;
 RESET ROLE;
 DROP ROLE m_nobody;
+
+-- Trace context: a job takes its headers' traceparent (and tracestate), or
+-- else the transaction's queue.traceparent and queue.tracestate
+SELECT queue_create('m.trace');
+BEGIN;
+SET LOCAL queue.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+SET LOCAL queue.tracestate = 'congo=t61rcWkgMzE';
+SELECT queue_enqueue('m.trace', '{"n": 1}') AS traced \gset
+SELECT queue_enqueue('m.trace', '{"n": 2}', headers => '{"kind": "mail"}') AS kept \gset
+SELECT queue_enqueue('m.trace', '{"n": 3}',
+       headers => '{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"}') AS own \gset
+SELECT count(*) FROM queue_enqueue_batch('m.trace', ARRAY['{"n": 4}', '{"n": 5}']::jsonb[]);
+COMMIT;
+SELECT payload->>'n' AS n, headers FROM queue_jobs WHERE queue = 'm.trace' ORDER BY id;
+-- outside the transaction, no trace context
+SELECT queue_enqueue('m.trace', '{"n": 6}') AS plain \gset
+SELECT headers FROM queue_job(:plain);
+-- a sender sees it in job->'headers' (push.md); malformed values: 22023,
+-- nothing enqueued
+SET queue.traceparent = 'garbage';
+\echo :LAST_ERROR_SQLSTATE
+SET queue.traceparent = '00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01';
+\echo :LAST_ERROR_SQLSTATE
+SET queue.traceparent = '00-00000000000000000000000000000000-00f067aa0ba902b7-01';
+\echo :LAST_ERROR_SQLSTATE
+SET queue.tracestate = 'not a state';
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_enqueue('m.trace', '{}', headers => '{"traceparent": "00-abc-def-01"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_enqueue('m.trace', '{}', headers => '{"traceparent": 7}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue_enqueue('m.trace', '{}',
+       headers => '{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00", "tracestate": "a b"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM queue_jobs WHERE queue = 'm.trace';
+SHOW queue.traceparent;

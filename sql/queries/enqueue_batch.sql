@@ -1,4 +1,5 @@
--- $1 queue id, $2 payloads, $3 priority, $4 run_at, $5 state, $6 now. Ids are
+-- $1 queue id, $2 payloads, $3 priority, $4 run_at, $5 state, $6 now, $7
+-- every job's headers (NULL: none). Ids are
 -- drawn after sorting, so they ascend in input order. They come back as one
 -- array, ascending. (With group or dedup keys: enqueue_batch_keys.sql.)
 --
@@ -16,9 +17,10 @@ WITH r AS MATERIALIZED (
                AS prefix
       FROM (SELECT pg_catalog.replace(gen_random_uuid()::text, '-', '') AS u) g
 ), jobs AS (
-    INSERT INTO queue_live (slot, queue_id, priority, id, run_at, enqueued_at, state, payload, uid)
+    INSERT INTO queue_live (slot, queue_id, priority, id, run_at, enqueued_at, state, payload, uid,
+                            headers)
     SELECT (g.last_value % 2)::smallint, q.id, $3, nextval('queue_job_id_seq'), $4, $6, $5,
-           p.payload, (r.prefix || pg_catalog.lpad(pg_catalog.to_hex(p.ord), 8, '0'))::uuid
+           p.payload, (r.prefix || pg_catalog.lpad(pg_catalog.to_hex(p.ord), 8, '0'))::uuid, $7::jsonb
       FROM queue_queues q, queue_live_generation g,
            unnest($2) WITH ORDINALITY AS p(payload, ord), r
      WHERE q.id = $1

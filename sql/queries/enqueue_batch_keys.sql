@@ -1,6 +1,7 @@
 -- enqueue_batch.sql with keys: $7 group keys and $8 dedup keys (NULL, or
 -- one per payload), $9 the places (1-based) of payloads not to insert
--- (NULL: none), $10 as in enqueue.sql. Turns (and turn_safe) as in
+-- (NULL: none), $10 as in enqueue.sql, $11 every job's headers (NULL:
+-- none). Turns (and turn_safe) as in
 -- enqueue.sql, the jobs of one group in the batch taking one turn after
 -- another; the front is looked at only for a batch with group keys. Uids as
 -- in enqueue_batch.sql.
@@ -36,10 +37,10 @@ WITH r AS MATERIALIZED (
      WHERE p.ord <> ALL (coalesce($9::bigint[], '{}'))
 ), jobs AS (
     INSERT INTO queue_live (slot, queue_id, priority, id, run_at, enqueued_at, state, payload,
-                            group_key, dedup_key, turn, turn_safe, uid)
+                            group_key, dedup_key, turn, turn_safe, uid, headers)
     SELECT (g.last_value % 2)::smallint, q.id, $3, nextval('queue_job_id_seq'), $4, $6, $5,
            i.payload, i.group_key, i.dedup_key, i.turn, i.turn_safe,
-           (r.prefix || pg_catalog.lpad(pg_catalog.to_hex(i.ord), 8, '0'))::uuid
+           (r.prefix || pg_catalog.lpad(pg_catalog.to_hex(i.ord), 8, '0'))::uuid, $11::jsonb
       FROM queue_queues q, queue_live_generation g, input i, r
      WHERE q.id = $1
      ORDER BY i.ord

@@ -62,7 +62,8 @@ fn queue_latency_histograms() -> TableIterator<
 }
 
 /// The histograms' table: its slots, those taken, and the observations of
-/// queues that found none (zeros without the preload).
+/// queues that found none; the spans the workers sent to the collector,
+/// and dropped (zeros without the preload).
 #[pg_extern(volatile, parallel_safe)]
 fn queue_metrics_status() -> TableIterator<
     'static,
@@ -70,8 +71,16 @@ fn queue_metrics_status() -> TableIterator<
         name!(queue_slots, i32),
         name!(queue_slots_used, i32),
         name!(observations_dropped, i64),
+        name!(spans_exported, i64),
+        name!(spans_dropped, i64),
     ),
 > {
-    let (slots, used, dropped) = memory::status();
-    TableIterator::once((slots as i32, used as i32, dropped as i64))
+    let status = memory::status();
+    TableIterator::once((
+        status.slots as i32,
+        status.used as i32,
+        status.dropped as i64,
+        status.spans_exported as i64,
+        status.spans_dropped as i64,
+    ))
 }

@@ -77,6 +77,7 @@ fn queue_enqueue(
         rules::check_group_key("group_key", key).or_raise();
     }
     super::check_headers(headers);
+    let headers = super::traced_headers(headers);
     let parents = Parents::of(depends_on, on_parent_failure);
     let now = crate::time::now_us();
     let (due, state) = due(now, &delay, run_at);
@@ -202,6 +203,8 @@ fn queue_enqueue_batch(
     for key in group_keys.iter().flatten().flatten() {
         rules::check_group_key("group_keys", key).or_raise();
     }
+    // (a batch has no headers of its own: the transaction's trace context)
+    let headers = super::traced_headers(None);
     let now = crate::time::now_us();
     let (due, state) = due(now, &delay, None);
     let ids = db::with_tables(|client| {
@@ -223,22 +226,38 @@ fn queue_enqueue_batch(
             .map(|keys| taken_keys(client, queue.id, keys))
             .unwrap_or_default();
         let skip: Vec<i64> = taken.iter().map(|(at, _)| *at as i64 + 1).collect();
-        let (names, values) = args![
-            queue_id = queue.id,
-            payloads = payloads,
-            priority = priority,
-            run_at = db::timestamp(due),
-            state = state,
-            now = db::timestamp(now),
-            group_keys = group_keys.clone(),
-            dedup_keys = dedup_keys.clone(),
-            skip = (!skip.is_empty()).then_some(skip),
-            turn_safe = may_be_turn_safe(&queue),
-        ];
         let rows = if group_keys.is_none() && dedup_keys.is_none() {
-            db::run(client, &queries::ENQUEUE_BATCH, (&names[..6], &values[..6]))
+            db::run(
+                client,
+                &queries::ENQUEUE_BATCH,
+                args![
+                    queue_id = queue.id,
+                    payloads = payloads,
+                    priority = priority,
+                    run_at = db::timestamp(due),
+                    state = state,
+                    now = db::timestamp(now),
+                    headers = headers,
+                ],
+            )
         } else {
-            db::run(client, &queries::ENQUEUE_BATCH_KEYS, (names, values))
+            db::run(
+                client,
+                &queries::ENQUEUE_BATCH_KEYS,
+                args![
+                    queue_id = queue.id,
+                    payloads = payloads,
+                    priority = priority,
+                    run_at = db::timestamp(due),
+                    state = state,
+                    now = db::timestamp(now),
+                    group_keys = group_keys.clone(),
+                    dedup_keys = dedup_keys.clone(),
+                    skip = (!skip.is_empty()).then_some(skip),
+                    turn_safe = may_be_turn_safe(&queue),
+                    headers = headers,
+                ],
+            )
         };
         // (NULL: the queue was gone, and `inserted` says so)
         let new: Vec<i64> = rows.first().and_then(|r| r.get("ids")).unwrap_or_default();

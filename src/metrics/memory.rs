@@ -37,6 +37,10 @@ struct Header {
     used: AtomicU32,
     /// Observations of queues that found no slot.
     dropped: AtomicU64,
+    /// Spans of the workers' delivery attempts sent to the collector, and
+    /// dropped (spans/export.rs).
+    spans_exported: AtomicU64,
+    spans_dropped: AtomicU64,
 }
 
 static HEADER: AtomicPtr<Header> = AtomicPtr::new(std::ptr::null_mut());
@@ -189,13 +193,39 @@ pub fn read(database: u32) -> Vec<Read> {
     read
 }
 
-/// (slots, slots taken, observations dropped); zeros without the preload.
-pub fn status() -> (u32, u32, u64) {
-    header().map_or((0, 0, 0), |h| {
-        (
-            h.slots,
-            h.used.load(Ordering::Relaxed),
-            h.dropped.load(Ordering::Relaxed),
-        )
-    })
+/// Spans sent to the collector, and dropped (from any thread: atomics).
+pub fn count_spans(exported: u64, dropped: u64) {
+    if let Some(header) = header() {
+        header.spans_exported.fetch_add(exported, Ordering::Relaxed);
+        header.spans_dropped.fetch_add(dropped, Ordering::Relaxed);
+    }
+}
+
+/// What the table holds: its slots, those taken, observations dropped,
+/// spans exported and dropped; zeros without the preload.
+pub struct Status {
+    pub slots: u32,
+    pub used: u32,
+    pub dropped: u64,
+    pub spans_exported: u64,
+    pub spans_dropped: u64,
+}
+
+pub fn status() -> Status {
+    header().map_or(
+        Status {
+            slots: 0,
+            used: 0,
+            dropped: 0,
+            spans_exported: 0,
+            spans_dropped: 0,
+        },
+        |h| Status {
+            slots: h.slots,
+            used: h.used.load(Ordering::Relaxed),
+            dropped: h.dropped.load(Ordering::Relaxed),
+            spans_exported: h.spans_exported.load(Ordering::Relaxed),
+            spans_dropped: h.spans_dropped.load(Ordering::Relaxed),
+        },
+    )
 }

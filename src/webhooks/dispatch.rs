@@ -84,7 +84,7 @@ impl Dispatcher {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("queue webhooks")
-            .on_thread_start(block_signals)
+            .on_thread_start(crate::threads::block_signals)
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the webhook runtime: {e}"))?;
@@ -251,18 +251,6 @@ fn drain(fd: &OwnedFd) {
     // SAFETY: reads at most 8 bytes into a live u64 from a descriptor
     // that the Arc keeps open.
     unsafe { libc::read(fd.as_raw_fd(), (&raw mut count).cast(), 8) };
-}
-
-/// The runtime's threads take no signal: PostgreSQL's handlers are for the
-/// main thread, which alone touches PostgreSQL.
-fn block_signals() {
-    // SAFETY: a sigset_t filled by sigfillset before pthread_sigmask reads
-    // it; both act on the calling thread only (a runtime thread starting).
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-    }
 }
 
 fn client(ca_file: &str) -> Result<reqwest::Client, String> {

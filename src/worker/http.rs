@@ -6,6 +6,7 @@
 //! one commit per refill. A queue never has more than its max_in_flight
 //! requests open.
 
+use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
@@ -21,12 +22,14 @@ use super::subxact;
 use crate::announce;
 use crate::catalog;
 use crate::db::{self, args};
+use crate::ends;
 use crate::errors::QueueError;
 use crate::gucs;
 use crate::jobs;
 use crate::jsonb::Jsonb;
 use crate::queries;
 use crate::rules;
+use crate::spans;
 use crate::webhooks::allow;
 use crate::webhooks::dispatch::{Dispatcher, Done, Request};
 use crate::webhooks::outcome::{Outcome, Reply};
@@ -102,6 +105,8 @@ pub struct Http {
     dispatcher: Option<Dispatcher>,
     /// queue.webhook_allow as last read, and when.
     allow: Option<(i64, Result<Vec<Url>, String>)>,
+    /// The attempts of requests open, by job and lease, for their spans.
+    attempts: HashMap<(i64, Uuid), spans::Attempt>,
 }
 
 impl Http {
@@ -142,7 +147,7 @@ impl Http {
     /// back.
     pub fn record(&mut self, client: &mut SpiClient<'_>) -> Tally {
         match self.dispatcher.as_mut() {
-            Some(dispatcher) => record(client, dispatcher.finished()),
+            Some(dispatcher) => record(client, dispatcher.finished(), &mut self.attempts),
             None => Tally::default(),
         }
     }
@@ -197,11 +202,14 @@ impl Http {
         };
         let jobs = claim(client, queue_id, name, size);
         let claimed = jobs.len();
+        for job in &jobs {
+            self.attempts.insert((job.id, job.lease), job.attempt.clone());
+        }
         if let Some(message) = refusal {
             // an attempt that sends nothing
             let failed = jobs
                 .into_iter()
-                .map(|(id, lease, _, _)| Done {
+                .map(|Claimed { id, lease, .. }| Done {
                     queue_id,
                     id,
                     lease,
@@ -215,21 +223,26 @@ impl Http {
             return Batch {
                 claimed,
                 requests: Vec::new(),
-                tally: record(client, failed),
+                tally: record(client, failed, &mut self.attempts),
             };
         }
         let requests = jobs
             .into_iter()
-            .map(|(id, lease, body, webhook_id)| Request {
-                queue_id,
-                id,
-                lease,
-                url: hook.url.clone(),
-                headers: hook.headers.clone(),
-                body,
-                webhook_id,
-                key: hook.key.clone(),
-                timeout: hook.timeout,
+            .map(|job| {
+                // (the job's trace, carried on by this attempt's span)
+                let mut headers = hook.headers.clone();
+                headers.extend(job.attempt.headers());
+                Request {
+                    queue_id,
+                    id: job.id,
+                    lease: job.lease,
+                    url: hook.url.clone(),
+                    headers,
+                    body: job.body,
+                    webhook_id: job.webhook_id,
+                    key: hook.key.clone(),
+                    timeout: hook.timeout,
+                }
             })
             .collect();
         Batch {
@@ -256,6 +269,8 @@ impl Http {
     /// may have had them).
     pub fn abandon(&mut self, client: &mut SpiClient<'_>) -> Tally {
         let tally = self.record(client);
+        // (their attempts have no outcome: no span)
+        self.attempts.clear();
         if let Some(dispatcher) = self.dispatcher.as_mut() {
             let (ids, leases): (Vec<i64>, Vec<Uuid>) = dispatcher.abandon().into_iter().unzip();
             if !ids.is_empty() {
@@ -281,25 +296,32 @@ fn allow_list(client: &mut SpiClient<'_>) -> String {
         .value("allow")
 }
 
+/// A job claimed for a request.
+struct Claimed {
+    id: i64,
+    lease: Uuid,
+    /// The request's body: the job object a SQL sender gets.
+    body: Vec<u8>,
+    webhook_id: String,
+    /// The attempt, in the job's trace.
+    attempt: spans::Attempt,
+}
+
 /// Claims up to `size` due jobs of the queue, each with the body of its
-/// request (the job object a SQL sender gets) and its webhook-id. (id,
-/// lease, body, webhook-id) each.
-fn claim(
-    client: &mut SpiClient<'_>,
-    queue_id: i32,
-    name: &str,
-    size: usize,
-) -> Vec<(i64, Uuid, Vec<u8>, String)> {
+/// request and its webhook-id.
+fn claim(client: &mut SpiClient<'_>, queue_id: i32, name: &str, size: usize) -> Vec<Claimed> {
     let Some(queue) = batches::queue_for_worker(client, queue_id, name) else {
         return Vec::new();
     };
     batches::claim_for_worker(client, &queue, size, true)
         .jobs
         .into_iter()
-        .map(|job| {
-            let body = job.body.expect("a claim with bodies");
-            let webhook_id = job.webhook_id.expect("a claim with webhook-ids");
-            (job.id, job.lease, body.into_bytes(), webhook_id)
+        .map(|job| Claimed {
+            id: job.id,
+            lease: job.lease,
+            attempt: spans::Attempt::begin(name, job.id, job.attempt, job.headers),
+            body: job.body.expect("a claim with bodies").into_bytes(),
+            webhook_id: job.webhook_id.expect("a claim with webhook-ids"),
         })
         .collect()
 }
@@ -343,7 +365,21 @@ fn result_of(reply: &Reply) -> Jsonb {
 /// its job (unless it was cancelled or purged meanwhile: the outcome is
 /// dropped), a failure follows the queue's retry policy, a Retry-After
 /// capped by its max_retry_delay.
-fn record(client: &mut SpiClient<'_>, done: Vec<Done>) -> Tally {
+fn record(
+    client: &mut SpiClient<'_>,
+    done: Vec<Done>,
+    attempts: &mut HashMap<(i64, Uuid), spans::Attempt>,
+) -> Tally {
+    for d in &done {
+        if let Some(attempt) = attempts.remove(&(d.id, d.lease)) {
+            match &d.outcome {
+                Outcome::Delivered(_) => attempt.ended(ends::Outcome::Succeeded, None),
+                Outcome::Failed { message, .. } => {
+                    attempt.ended(ends::Outcome::Failed, Some(message))
+                }
+            }
+        }
+    }
     let mut tally = Tally::default();
     let mut ids = Vec::new();
     let mut leases = Vec::new();

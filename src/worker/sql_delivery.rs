@@ -27,12 +27,14 @@ use crate::announce;
 use crate::catalog::{self, Queue};
 use crate::contract::WORKER_NAME;
 use crate::db::{self, args};
+use crate::ends;
 use crate::jobs;
 use crate::jsonb::Jsonb;
 use crate::limits::{self, Pick, Turn};
 use crate::policy::add_delay;
 use crate::queries;
 use crate::senders::{self, Refusal};
+use crate::spans;
 
 /// Subtransactions with a transaction id that one commit may hold before
 /// PostgreSQL's per-backend cache of them overflows (PGPROC_MAX_CACHED_SUBXIDS).
@@ -472,12 +474,21 @@ fn call_each(sender: &mut Prepared, jobs: &[(i64, Jsonb)]) -> Calls {
             break;
         }
         calls.done += 1;
+        let attempt = spans::enabled().then(|| spans::Attempt::of_job(*job));
         match sender.call(job.datum()) {
             Outcome::Delivered { wrote, result } => {
                 calls.writes += wrote as usize;
                 calls.delivered.push((*id, result));
+                if let Some(attempt) = attempt {
+                    attempt.ended(ends::Outcome::Succeeded, None);
+                }
             }
-            Outcome::Failed { message, permanent } => calls.failed.push((*id, message, permanent)),
+            Outcome::Failed { message, permanent } => {
+                if let Some(attempt) = attempt {
+                    attempt.ended(ends::Outcome::Failed, Some(&message));
+                }
+                calls.failed.push((*id, message, permanent))
+            }
         }
     }
     calls
