@@ -494,7 +494,20 @@ fn record_timing(kind: &str, took: Duration) {
 }
 
 impl Drop for Cluster {
+    /// Stops the server and removes the cluster; after a failure the
+    /// cluster's directory stays (its server.log, its data), and with
+    /// QUEUE_TEST_KEEP set the server keeps running too, to be looked at
+    /// (docs/development.md, "Running tests").
     fn drop(&mut self) {
+        if std::thread::panicking() && std::env::var_os("QUEUE_TEST_KEEP").is_some() {
+            eprintln!(
+                "QUEUE_TEST_KEEP: the cluster is still running: psql -h {} -p {PORT} -U postgres {DB} \
+                 (stop it: pg_ctl -D {} stop, as postgres)",
+                self.dir.display(),
+                self.data().display()
+            );
+            return;
+        }
         if self.data().join("postmaster.pid").exists() {
             let mut c = as_owner(&self.bin.join("pg_ctl"));
             c.arg("-D")
