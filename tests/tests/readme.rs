@@ -1338,3 +1338,42 @@ fn node_callback_reads_each_parents_outcome() {
     let modules = root().join("tests/readme/node_modules");
     check_callback("node-callback", "node", "batch_callback.js", &[("NODE_PATH", modules)]);
 }
+
+/// docs/operations.md's metrics and traces: a transaction's trace context
+/// reaches its job's headers, and the latency query gives each queue's
+/// median and 99th percentile wait as the monitoring role.
+#[test]
+fn latency_and_trace_context_examples_run_as_pasted() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    psql_ok(&cluster, "postgres", &snippet("monitoring-setup"));
+    create_role(&mut admin, "app");
+    admin
+        .batch_execute("SELECT queue_create('emails')")
+        .unwrap();
+    psql_ok(&cluster, "app", &snippet("trace-context"));
+    let traceparent: String = one(
+        &mut admin,
+        "SELECT headers->>'traceparent' FROM queue_jobs WHERE queue = 'emails'",
+        &[],
+    );
+    assert_eq!(
+        traceparent,
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    );
+    admin
+        .batch_execute("SELECT queue_complete(id, lease) FROM queue_claim('emails')")
+        .unwrap();
+    let out = psql_ok(&cluster, "prometheus", &snippet("latency"));
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("emails"))
+        .unwrap_or_else(|| panic!("a row for emails:\n{out}"));
+    let cells: Vec<f64> = row
+        .split('|')
+        .skip(1)
+        .map(|c| c.trim().parse().unwrap_or_else(|_| panic!("{row}")))
+        .collect();
+    assert_eq!(cells.len(), 2, "{out}");
+    assert!(cells[0] > 0.0 && cells[0] <= cells[1], "{out}");
+}
