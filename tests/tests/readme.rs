@@ -230,6 +230,15 @@ fn create_role(admin: &mut Client, role: &str) {
         .unwrap();
 }
 
+/// `create_role`, and the role may create functions and tables in public
+/// (a sender's author).
+fn create_role_with_schema(admin: &mut Client, role: &str) {
+    create_role(admin, role);
+    admin
+        .batch_execute(&format!("GRANT CREATE ON SCHEMA public TO {role}"))
+        .unwrap();
+}
+
 /// What the consumer loops get: the queue 'emails', retried at once and at
 /// most twice, with a job for each outcome of the loops' `send_email`.
 const LOOP_QUEUE: &str = "SELECT queue_create('emails', max_attempts => 2, retry_delay => '0');";
@@ -705,10 +714,7 @@ fn monitoring_examples_run_as_the_monitoring_role() {
 fn sender_examples_deliver_as_they_say() {
     let cluster = Cluster::start();
     let mut admin = cluster.connect();
-    create_role(&mut admin, "teamlead");
-    admin
-        .batch_execute("GRANT CREATE ON SCHEMA public TO teamlead")
-        .unwrap();
+    create_role_with_schema(&mut admin, "teamlead");
     // (the snippets wait a second for the worker; the test waits for the
     // outcome itself, however long a loaded machine takes)
     psql_ok(&cluster, "teamlead", &snippet("sender"));
@@ -742,10 +748,7 @@ fn sender_examples_deliver_as_they_say() {
 fn front_page_sender_and_webhook_run_as_pasted() {
     let cluster = Cluster::start();
     let mut admin = cluster.connect();
-    create_role(&mut admin, "teamlead");
-    admin
-        .batch_execute("GRANT CREATE ON SCHEMA public TO teamlead")
-        .unwrap();
+    create_role_with_schema(&mut admin, "teamlead");
     psql_ok(&cluster, "teamlead", &snippet("front-sender"));
     eventually("the sender's delivery", || {
         jobs(&mut admin, "notifications")
@@ -1324,8 +1327,14 @@ fn check_callback(name: &str, program: &str, file: &str, env: &[(&str, PathBuf)]
             "{name}: {line}"
         );
     }
-    assert!(lines[0].contains("128-a.png") && lines[1].contains("128-b.png"), "{stdout}");
-    assert!(lines[2].ends_with(" null") || lines[2].ends_with(" None"), "{stdout}");
+    assert!(
+        lines[0].contains("128-a.png") && lines[1].contains("128-b.png"),
+        "{stdout}"
+    );
+    assert!(
+        lines[2].ends_with(" null") || lines[2].ends_with(" None"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -1336,7 +1345,12 @@ fn python_callback_reads_each_parents_outcome() {
 #[test]
 fn node_callback_reads_each_parents_outcome() {
     let modules = root().join("tests/readme/node_modules");
-    check_callback("node-callback", "node", "batch_callback.js", &[("NODE_PATH", modules)]);
+    check_callback(
+        "node-callback",
+        "node",
+        "batch_callback.js",
+        &[("NODE_PATH", modules)],
+    );
 }
 
 /// docs/operations.md's metrics and traces: a transaction's trace context

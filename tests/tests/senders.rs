@@ -551,31 +551,12 @@ fn a_sender_that_kills_its_worker_uses_up_only_its_own_attempts() {
     let mut client = cluster.connect();
     setup(&mut client);
     // registered by a superuser, who may terminate the worker's backend
-    client
-        .batch_execute(
-            "CREATE FUNCTION app.poison(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
-             BEGIN
-                 IF job->'payload' ? 'poison' THEN
-                     PERFORM pg_terminate_backend(pg_backend_pid());
-                 END IF;
-                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, (job->>'attempt')::int,
-                                              current_user, 'sent');
-             END $$;
-             SELECT queue_create('poison', max_attempts => 3, retry_delay => '0');
-             SELECT queue_register_sender('poison', 'app.poison(jsonb)', 10);
-             SELECT queue_pause('poison');",
-        )
-        .unwrap();
-    let mut ids = enqueue_many(&mut client, "poison", 4);
-    let poison: i64 = one(
+    let (mut ids, poison) = poisoned_batch(
         &mut client,
-        "SELECT queue_enqueue('poison', '{\"poison\": true}')",
-        &[],
+        "poison",
+        3,
+        "PERFORM pg_terminate_backend(pg_backend_pid());",
     );
-    ids.extend(enqueue_many(&mut client, "poison", 5));
-    client
-        .batch_execute("SELECT queue_resume('poison')")
-        .unwrap();
     drained(&mut client, "poison");
     let row = client
         .query_one(
@@ -609,32 +590,12 @@ fn a_sender_that_crashes_the_server_uses_up_only_its_own_attempts() {
     let mut client = cluster.connect();
     setup(&mut client);
     // (kill -KILL of a backend: the postmaster restarts every process)
-    client
-        .batch_execute(
-            "CREATE FUNCTION app.crash(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
-             BEGIN
-                 IF job->'payload' ? 'poison' THEN
-                     EXECUTE format('COPY (SELECT) TO PROGRAM %L',
-                                    'kill -KILL ' || pg_backend_pid());
-                 END IF;
-                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, (job->>'attempt')::int,
-                                              current_user, 'sent');
-             END $$;
-             SELECT queue_create('crash', max_attempts => 2, retry_delay => '0');
-             SELECT queue_register_sender('crash', 'app.crash(jsonb)', 10);
-             SELECT queue_pause('crash');",
-        )
-        .unwrap();
-    let mut ids = enqueue_many(&mut client, "crash", 4);
-    let poison: i64 = one(
+    let (mut ids, poison) = poisoned_batch(
         &mut client,
-        "SELECT queue_enqueue('crash', '{\"poison\": true}')",
-        &[],
+        "crash",
+        2,
+        "EXECUTE format('COPY (SELECT) TO PROGRAM %L', 'kill -KILL ' || pg_backend_pid());",
     );
-    ids.extend(enqueue_many(&mut client, "crash", 5));
-    client
-        .batch_execute("SELECT queue_resume('crash')")
-        .unwrap();
     drop(client);
     // the server restarts twice (attempts 1 and 2), then the job is buried
     let mut client = eventually_connected(&cluster, |client| {
@@ -655,6 +616,45 @@ fn a_sender_that_crashes_the_server_uses_up_only_its_own_attempts() {
         ids,
         "the others were delivered once"
     );
+}
+
+/// Queue `queue` (`max_attempts`, no retry delay) delivered by a sender of
+/// its own, app.`queue`, that records each job in app.sent but runs
+/// `poison` first for the one job with `{"poison": true}`; that job
+/// enqueued amid nine others, all in one batch of the worker (the queue
+/// paused until all are there). The others' ids, and the poison's.
+fn poisoned_batch(
+    client: &mut Client,
+    queue: &str,
+    max_attempts: i32,
+    poison: &str,
+) -> (Vec<i64>, i64) {
+    client
+        .batch_execute(&format!(
+            "CREATE FUNCTION app.{queue}(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF job->'payload' ? 'poison' THEN
+                     {poison}
+                 END IF;
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, (job->>'attempt')::int,
+                                              current_user, 'sent');
+             END $$;
+             SELECT queue_create('{queue}', max_attempts => {max_attempts}, retry_delay => '0');
+             SELECT queue_register_sender('{queue}', 'app.{queue}(jsonb)', 10);
+             SELECT queue_pause('{queue}');"
+        ))
+        .unwrap();
+    let mut ids = enqueue_many(client, queue, 4);
+    let poisoned: i64 = one(
+        client,
+        "SELECT queue_enqueue($1, '{\"poison\": true}')",
+        &[&queue],
+    );
+    ids.extend(enqueue_many(client, queue, 5));
+    client
+        .execute("SELECT queue_resume($1)", &[&queue])
+        .unwrap();
+    (ids, poisoned)
 }
 
 /// A connection once `f` holds on one, across the server's restarts.

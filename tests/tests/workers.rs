@@ -58,6 +58,11 @@ fn wakes(client: &mut Client) -> i64 {
     one(client, "SELECT count(*) FROM queue_wake_latencies()", &[])
 }
 
+/// A sender that does nothing: a queue delivered by it makes the worker
+/// come for its jobs.
+const NOTHING_SENDER: &str =
+    "CREATE FUNCTION public.nothing(job jsonb) RETURNS void LANGUAGE sql AS 'SELECT'";
+
 #[test]
 fn the_launcher_finds_databases_and_workers_name_themselves() {
     let cluster = Cluster::start();
@@ -166,10 +171,9 @@ fn a_commit_wakes_the_worker_once_and_a_rollback_never() {
     let cluster = Cluster::start();
     let mut main = cluster.connect();
     // the worker is woken for jobs it delivers: a queue with a sender
+    main.batch_execute(NOTHING_SENDER).unwrap();
     main.batch_execute(
-        "SELECT queue_create('w');
-         CREATE FUNCTION public.nothing(job jsonb) RETURNS void LANGUAGE sql AS 'SELECT';
-         SELECT queue_register_sender('w', 'public.nothing(jsonb)');",
+        "SELECT queue_create('w'); SELECT queue_register_sender('w', 'public.nothing(jsonb)')",
     )
     .unwrap();
     eventually("the worker", || worker_of(&mut main, DB).is_some());
@@ -284,10 +288,9 @@ fn reloads_change_the_workers_at_once() {
     let mut main = cluster.connect();
     // a sender queue: its commits ask for a worker at once (a pull queue's
     // only make the database's upkeep due, for a visit later)
+    main.batch_execute(NOTHING_SENDER).unwrap();
     main.batch_execute(
-        "SELECT queue_create('r');
-         CREATE FUNCTION public.nothing(job jsonb) RETURNS void LANGUAGE sql AS 'SELECT';
-         SELECT queue_register_sender('r', 'public.nothing(jsonb)');",
+        "SELECT queue_create('r'); SELECT queue_register_sender('r', 'public.nothing(jsonb)')",
     )
     .unwrap();
     eventually("the worker", || worker_of(&mut main, DB).is_some());
