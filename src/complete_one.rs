@@ -87,7 +87,7 @@ thread_local! {
     static GENERATION: Cell<u64> = const { Cell::new(0) };
     /// `relation_changed` is registered in this backend.
     static CALLBACK: Cell<bool> = const { Cell::new(false) };
-    /// How many calls this backend answered here (the tests read it).
+    /// How many completions this backend answered here (the tests read it).
     static ANSWERED: Cell<u64> = const { Cell::new(0) };
 }
 
@@ -136,37 +136,61 @@ pub enum Outcome {
 /// Completes job `id` under `lease` as complete.sql does with status
 /// 'succeeded', where it can.
 pub fn complete(id: i64, lease: Uuid) -> Outcome {
+    complete_many(&[(id, lease)])
+        .and_then(|mut outcomes| outcomes.pop())
+        .unwrap_or(Outcome::UseStatement)
+}
+
+/// `complete` for each (id, lease) pair, with the tables opened once and
+/// one snapshot, as one statement of complete.sql would (queue_complete_
+/// batch); one outcome per pair, in order. None: every pair is for the
+/// statement (another isolation level, tables not as expected).
+pub fn complete_many(pairs: &[(i64, Uuid)]) -> Option<Vec<Outcome>> {
     // SAFETY: plain reads of this backend's transaction state.
     let plain =
         db::read_committed() && unsafe { !pg_sys::XactReadOnly && !pg_sys::IsInParallelMode() };
     if !plain {
-        return Outcome::UseStatement;
+        return None;
     }
     // (a queue's new retention, a rebuilt index)
     db::accept_invalidations();
-    let Some(open) = open() else {
-        return Outcome::UseStatement;
-    };
-    let lease = *lease.as_bytes();
-    let outcome = match open.find(id, &lease) {
-        None => Outcome::NotHeld,
-        Some(found) => {
-            match keeps_history(found.queue_id) {
-                Some(false) if !found.has_children => {}
-                _ => return Outcome::UseStatement,
-            }
-            if open.delete(&found, &lease) {
-                open.tally(found.queue_id);
-                Outcome::Completed {
-                    queue_id: found.queue_id,
+    let open = open()?;
+    let mut tallied: Vec<(i32, i64)> = Vec::new();
+    let outcomes: Vec<Outcome> = pairs
+        .iter()
+        .map(|(id, lease)| {
+            let lease = *lease.as_bytes();
+            match open.find(*id, &lease) {
+                None => Outcome::NotHeld,
+                Some(found) => {
+                    match keeps_history(found.queue_id) {
+                        Some(false) if !found.has_children => {}
+                        _ => return Outcome::UseStatement,
+                    }
+                    if open.delete(&found, &lease) {
+                        match tallied.iter_mut().find(|(q, _)| *q == found.queue_id) {
+                            Some((_, n)) => *n += 1,
+                            None => tallied.push((found.queue_id, 1)),
+                        }
+                        Outcome::Completed {
+                            queue_id: found.queue_id,
+                        }
+                    } else {
+                        Outcome::NotHeld
+                    }
                 }
-            } else {
-                Outcome::NotHeld
             }
-        }
-    };
-    ANSWERED.set(ANSWERED.get() + 1);
-    outcome
+        })
+        .collect();
+    for (queue_id, jobs) in tallied {
+        open.tally(queue_id, jobs);
+    }
+    let answered = outcomes
+        .iter()
+        .filter(|o| !matches!(o, Outcome::UseStatement))
+        .count();
+    ANSWERED.set(ANSWERED.get() + answered as u64);
+    Some(outcomes)
 }
 
 /// Whether queue `queue_id` keeps history (catalog.rs's cache of queues);
@@ -577,19 +601,19 @@ impl Open {
         }
     }
 
-    /// Appends the tally of one job of `queue_id` succeeded and not kept,
-    /// as complete.sql's `tally` does (slot -1).
-    fn tally(&self, queue_id: i32) {
+    /// Appends the tally of `jobs` jobs of `queue_id` succeeded and not
+    /// kept, as complete.sql's `tally` does (slot -1).
+    fn tally(&self, queue_id: i32, jobs: i64) {
         let mut values = [
             pg_sys::Datum::from(queue_id),
             pg_sys::Datum::from(-1i16),
             pg_sys::Datum::from(0i64),
-            pg_sys::Datum::from(1i64),
+            pg_sys::Datum::from(jobs),
             pg_sys::Datum::from(0i64),
             pg_sys::Datum::from(0i64),
             pg_sys::Datum::from(0i64),
             pg_sys::Datum::from(0i64),
-            pg_sys::Datum::from(-1i64),
+            pg_sys::Datum::from(-jobs),
         ];
         let mut nulls = [false; TALLY_COLUMNS.len()];
         // SAFETY: queue_tallies is open with RowExclusiveLock, a heap table

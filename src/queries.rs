@@ -59,9 +59,12 @@ statements! {
     ENQUEUE = "enqueue.sql" (queue_id: INT4OID, payload: JSONBOID, headers: JSONBOID,
         priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, dedup_key: TEXTOID,
         now: TIMESTAMPTZOID, group_key: TEXTOID, turn_safe: BOOLOID) -> (id);
+    ENQUEUE_PLAIN = "enqueue_plain.sql" (queue_id: INT4OID, payload: JSONBOID, headers: JSONBOID,
+        priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, dedup_key: TEXTOID,
+        now: TIMESTAMPTZOID) -> (id);
     ENQUEUE_BATCH = "enqueue_batch.sql" (queue_id: INT4OID, payloads: JSONBARRAYOID,
         priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, now: TIMESTAMPTZOID,
-        headers: JSONBOID) -> (ids);
+        headers: JSONBOID, uids: UUIDARRAYOID) -> (ids);
     ENQUEUE_BATCH_KEYS = "enqueue_batch_keys.sql" (queue_id: INT4OID, payloads: JSONBARRAYOID,
         priority: INT4OID, run_at: TIMESTAMPTZOID, state: TEXTOID, now: TIMESTAMPTZOID,
         group_keys: TEXTARRAYOID, dedup_keys: TEXTARRAYOID, skip: INT8ARRAYOID,

@@ -559,6 +559,79 @@ mod tests {
         );
     }
 
+    /// queue_complete_batch takes the same way for each pair it can (one
+    /// snapshot, one tally row), and the statement for the others: the
+    /// pairs of a queue that keeps history, and every pair when results
+    /// are given. It returns the ids completed either way, ascending.
+    #[pg_test]
+    fn a_batch_completion_skips_the_statement_where_a_single_one_would() {
+        use crate::complete_one::answered;
+        Spi::run("SELECT queue_create('t.bnone', retention => '0')").unwrap();
+        Spi::run("SELECT queue_create('t.bkept')").unwrap();
+        Spi::run("SELECT queue_enqueue_batch('t.bnone', array_fill('{}'::jsonb, ARRAY[4]))")
+            .unwrap();
+        Spi::run("SELECT queue_enqueue_batch('t.bkept', array_fill('{}'::jsonb, ARRAY[3]))")
+            .unwrap();
+        Spi::run(
+            "CREATE TEMP TABLE b AS
+             SELECT row_number() OVER (ORDER BY id) AS n, id, lease::text AS lease
+               FROM (SELECT id, lease FROM queue_claim('t.bnone', max_jobs => 4)
+                     UNION ALL SELECT id, lease FROM queue_claim('t.bkept', max_jobs => 3)) c",
+        )
+        .unwrap();
+        let id = |n: i64| one::<i64>(&format!("SELECT id FROM b WHERE n = {n}"));
+        let lease = |n: i64| one::<String>(&format!("SELECT lease FROM b WHERE n = {n}"));
+        let tallies = || one::<i64>("SELECT count(*) FROM queue_tallies");
+        // t.bnone's 1 to 3, 1 again, 4 under a lease not held; t.bkept's 5, 6
+        let pairs: Vec<(i64, String)> = vec![
+            (id(3), lease(3)),
+            (id(1), lease(1)),
+            (id(2), lease(2)),
+            (id(1), lease(1)),
+            (id(4), "00000000-0000-4000-8000-000000000000".into()),
+            (id(6), lease(6)),
+            (id(5), lease(5)),
+        ];
+        let (ids, leases): (Vec<String>, Vec<String>) =
+            pairs.iter().map(|(i, l)| (i.to_string(), l.clone())).unzip();
+        let (before, rows) = (answered(), tallies());
+        let done: Vec<i64> = Spi::connect(|client| {
+            client
+                .select(
+                    &format!(
+                        "SELECT * FROM queue_complete_batch('{{{}}}'::bigint[], '{{{}}}'::uuid[])",
+                        ids.join(","),
+                        leases.join(",")
+                    ),
+                    None,
+                    &[],
+                )
+                .unwrap()
+                .map(|r| r.get::<i64>(1).unwrap().unwrap())
+                .collect()
+        });
+        assert_eq!(done, vec![id(1), id(2), id(3), id(5), id(6)]);
+        assert_eq!(
+            answered() - before,
+            5,
+            "t.bnone's pairs, those not held included; none of t.bkept's"
+        );
+        assert_eq!(tallies() - rows, 2, "one row for t.bnone's three, the statement's for t.bkept");
+        assert_eq!(
+            one::<i64>("SELECT succeeded_total FROM queue_stats WHERE queue = 't.bnone'"),
+            3
+        );
+        // with results: every pair by the statement
+        let before = answered();
+        let completed: i64 = one(&format!(
+            "SELECT count(*) FROM queue_complete_batch(ARRAY[{}]::bigint[], ARRAY['{}']::uuid[],
+                                                       ARRAY['{{}}'::jsonb])",
+            id(4),
+            lease(4)
+        ));
+        assert_eq!((completed, answered() - before), (1, 0));
+    }
+
     /// What the completion without the statement knows of the tables
     /// follows them within one transaction: an index or a CHECK constraint
     /// added to queue_tallies (whose insert here would not keep it) sends

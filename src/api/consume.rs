@@ -145,12 +145,54 @@ fn queue_complete_batch(
             rules::check_result_size(result.size()).or_raise();
         }
     }
-    let done = if ids.is_empty() {
-        Vec::new()
-    } else {
-        db::with_tables(|client| jobs::complete(client, ids, leases, results))
+    if ids.is_empty() {
+        return SetOfIterator::new(Vec::new());
+    }
+    // (without the statement when nothing is kept and no result given, as
+    // queue_complete: complete_one.rs; the rest by the statement)
+    let pairs: Vec<(i64, Uuid)> = ids.iter().copied().zip(leases.iter().copied()).collect();
+    let outcomes = match &results {
+        Some(results) if results.iter().any(Option::is_some) => None,
+        _ => complete_one::complete_many(&pairs),
     };
-    SetOfIterator::new(done.into_iter().map(|job| job.id).collect::<Vec<_>>())
+    let mut done: Vec<i64> = Vec::with_capacity(ids.len());
+    let (mut rest_ids, mut rest_leases) = (Vec::new(), Vec::new());
+    let mut ended = Vec::new();
+    let now = crate::time::now_us();
+    match outcomes {
+        None => (rest_ids, rest_leases) = (ids, leases),
+        Some(outcomes) => {
+            for ((id, lease), outcome) in pairs.into_iter().zip(outcomes) {
+                match outcome {
+                    complete_one::Outcome::Completed { queue_id } => {
+                        done.push(id);
+                        ended.push(Ended {
+                            id,
+                            queue_id,
+                            has_children: false,
+                        });
+                        metrics::ended(queue_id, Outcome::Succeeded, &lease, now);
+                    }
+                    complete_one::Outcome::NotHeld => {}
+                    complete_one::Outcome::UseStatement => {
+                        rest_ids.push(id);
+                        rest_leases.push(lease);
+                    }
+                }
+            }
+        }
+    }
+    announce::ended(&ended);
+    if !rest_ids.is_empty() {
+        // (results only come here all together: no pair was done above)
+        done.extend(
+            db::with_tables(|client| jobs::complete(client, rest_ids, rest_leases, results))
+                .into_iter()
+                .map(|job| job.id),
+        );
+    }
+    done.sort_unstable();
+    SetOfIterator::new(done)
 }
 
 #[pg_extern(volatile, parallel_unsafe)]

@@ -97,22 +97,38 @@ fn queue_enqueue(
                 return row.value("id");
             }
         }
-        let rows = db::run(
-            client,
-            &queries::ENQUEUE,
-            args![
-                queue_id = queue.id,
-                payload = payload,
-                headers = headers,
-                priority = priority,
-                run_at = db::timestamp(due),
-                state = state,
-                dedup_key = dedup_key,
-                now = db::timestamp(now),
-                group_key = group_key,
-                turn_safe = may_be_turn_safe(&queue),
-            ],
-        );
+        let rows = match group_key {
+            None => db::run(
+                client,
+                &queries::ENQUEUE_PLAIN,
+                args![
+                    queue_id = queue.id,
+                    payload = payload,
+                    headers = headers,
+                    priority = priority,
+                    run_at = db::timestamp(due),
+                    state = state,
+                    dedup_key = dedup_key,
+                    now = db::timestamp(now),
+                ],
+            ),
+            Some(_) => db::run(
+                client,
+                &queries::ENQUEUE,
+                args![
+                    queue_id = queue.id,
+                    payload = payload,
+                    headers = headers,
+                    priority = priority,
+                    run_at = db::timestamp(due),
+                    state = state,
+                    dedup_key = dedup_key,
+                    now = db::timestamp(now),
+                    group_key = group_key,
+                    turn_safe = may_be_turn_safe(&queue),
+                ],
+            ),
+        };
         let ids = rows.map(|r| r.value::<i64>("id")).collect();
         let id = inserted(ids, name)[0];
         if parents.wait_for(client, vec![id]) == Children::Due {
@@ -238,6 +254,7 @@ fn queue_enqueue_batch(
                     state = state,
                     now = db::timestamp(now),
                     headers = headers,
+                    uids = batch_uids(shape.len),
                 ],
             )
         } else {
@@ -337,5 +354,28 @@ fn in_input_order(new: Vec<i64>, taken: Vec<(usize, Holder)>, len: usize) -> Vec
     }
     ids.into_iter()
         .map(|id| id.expect("every element has an id"))
+        .collect()
+}
+
+/// The uids of a batch of `n` jobs (schema.sql, queue_live.uid: a job's
+/// identity for ever, its webhook-id): 96 random bits, the same for the
+/// whole batch, then each job's place in it (1-based; a batch is far
+/// smaller than 2^32), so that they are unique as random uuids are (two
+/// batches collide with a probability of about n^2 / 2^97 over n batches)
+/// for one draw of randomness a batch.
+fn batch_uids(n: usize) -> Vec<pgrx::datum::Uuid> {
+    let mut prefix = [0u8; 12];
+    // SAFETY: writes exactly prefix.len() bytes into the buffer it is
+    // given, which outlives the call.
+    if !unsafe { pgrx::pg_sys::pg_strong_random(prefix.as_mut_ptr().cast(), prefix.len()) } {
+        error!("could not generate random values for a batch's uids");
+    }
+    (1..=n as u32)
+        .map(|place| {
+            let mut bytes = [0u8; 16];
+            bytes[..12].copy_from_slice(&prefix);
+            bytes[12..].copy_from_slice(&place.to_be_bytes());
+            pgrx::datum::Uuid::from_bytes(bytes)
+        })
         .collect()
 }
