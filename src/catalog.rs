@@ -114,7 +114,7 @@ impl Cache {
 }
 
 thread_local! {
-    /// Queues looked up by the hot paths (enqueue, claim, complete_one.rs),
+    /// Queues looked up by the hot paths (enqueue, claim, direct_completion.rs),
     /// kept until a change to any queue is announced (`forget_all`).
     static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
 }
@@ -134,7 +134,7 @@ pub fn require_cached(client: &mut SpiClient<'_>, name: &str) -> Result<Queue, Q
 }
 
 /// The queue with id `id` if this backend has it cached (no statement, no
-/// SPI connection: complete_one.rs asks on every call). The caller has
+/// SPI connection: direct_completion.rs asks on every call). The caller has
 /// accepted invalidations.
 pub fn cached_by_id(id: i32) -> Option<Queue> {
     CACHE.with(|c| {

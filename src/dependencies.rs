@@ -17,8 +17,8 @@ use pgrx::spi::SpiClient;
 
 use crate::announce;
 use crate::db::{self, args};
-use crate::errors::QueueError;
 use crate::ends::{Ended, Outcome};
+use crate::errors::QueueError;
 use crate::jobs;
 use crate::queries;
 

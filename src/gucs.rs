@@ -348,7 +348,9 @@ unsafe extern "C-unwind" fn check_traceparent(
     // SAFETY: called as a string check hook.
     match unsafe { checked_value(newval) } {
         None => true,
-        Some(value) => crate::trace_context::parse(&value, None).map_or_else(|p| refuse(&p), |_| true),
+        Some(value) => {
+            crate::trace_context::parse(&value, None).map_or_else(|p| refuse(&p), |_| true)
+        }
     }
 }
 
@@ -362,6 +364,8 @@ unsafe extern "C-unwind" fn check_tracestate(
     // SAFETY: called as a string check hook.
     match unsafe { checked_value(newval) } {
         None => true,
-        Some(value) => crate::trace_context::check_state(&value).map_or_else(|p| refuse(&p), |_| true),
+        Some(value) => {
+            crate::trace_context::check_state(&value).map_or_else(|p| refuse(&p), |_| true)
+        }
     }
 }

@@ -72,7 +72,7 @@ pub fn claim(
     let queue = &queue;
     let group_counted = queue.limits.ordered || queue.limits.group_max_in_flight.is_some();
     let mut now = crate::time::now_us();
-    chores(client, queue, max_jobs, now);
+    promote_and_take_back(client, queue, max_jobs, now);
 
     let claim = |client: &mut SpiClient<'_>, now: i64, wanted: usize, ids: Option<Vec<i64>>| {
         let expires = db::timestamp(add_delay(now, lease_us));
@@ -218,16 +218,16 @@ pub fn claim(
 /// What a claim at `now` of up to `max_jobs` does first: due scheduled jobs
 /// become ready, and expired leases come back (those with no attempt left
 /// go to the dead letters).
-fn chores(client: &mut SpiClient<'_>, queue: &Queue, max_jobs: usize, now: i64) {
+fn promote_and_take_back(client: &mut SpiClient<'_>, queue: &Queue, max_jobs: usize, now: i64) {
     let at = db::timestamp(now);
-    let chores = db::run(
+    let found = db::run(
         client,
-        &queries::CLAIM_CHORES,
+        &queries::DUE_OR_EXPIRED,
         args![queue_id = queue.id, now = at],
     )
     .first()
     .expect("one row");
-    let (due, expired) = (chores.value::<bool>("due"), chores.value::<bool>("expired"));
+    let (due, expired) = (found.value::<bool>("due"), found.value::<bool>("expired"));
     if due {
         let promote = max_jobs.max(PROMOTE_AT_LEAST) as i32;
         db::run(
@@ -272,7 +272,7 @@ pub struct Locked {
 /// attempt only for those that fail (`count_attempts`). An ordered queue's
 /// jobs are its groups' heads at the front of the claim order (none when
 /// the heads lie further on: the claim's walk finds those). The claim's
-/// chores come first, as for `claim`; jobs found with no attempt left go to
+/// promote_and_take_back comes first, as for `claim`; jobs found with no attempt left go to
 /// the dead letters.
 pub fn lock_next(client: &mut SpiClient<'_>, queue: &Queue, max_jobs: usize) -> Vec<Locked> {
     // (before the look's snapshot: a change of the rules, or a retry of an
@@ -280,7 +280,7 @@ pub fn lock_next(client: &mut SpiClient<'_>, queue: &Queue, max_jobs: usize) -> 
     // the batch. The caller read `queue` under this lock: batches.rs)
     catalog::lock_rules(queue.id, false);
     let now = crate::time::now_us();
-    chores(client, queue, max_jobs, now);
+    promote_and_take_back(client, queue, max_jobs, now);
     let mut exhausted = Vec::new();
     let stmt = if queue.limits.ordered {
         &queries::LOCK_NEXT_ORDERED
@@ -436,16 +436,16 @@ pub fn cancel_children(
     let now = db::timestamp(crate::time::now_us());
     announced(
         db::run(
-        client,
-        &queries::CANCEL_CHILDREN,
-        args![
-            ids = ids,
-            at = now,
-            status = "cancelled",
-            parents = parents,
-            outcomes = outcomes
-        ],
-    ),
+            client,
+            &queries::CANCEL_CHILDREN,
+            args![
+                ids = ids,
+                at = now,
+                status = "cancelled",
+                parents = parents,
+                outcomes = outcomes
+            ],
+        ),
         Outcome::Cancelled,
     )
 }

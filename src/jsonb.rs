@@ -162,7 +162,10 @@ impl Jsonb {
         // SAFETY: two non-null jsonb datums, jsonb_concat's arguments; it
         // returns a new jsonb datum.
         let datum: Option<pg_sys::Datum> = unsafe {
-            pgrx::direct_function_call_as_datum(pg_sys::jsonb_concat, &[Some(self.0), Some(other.0)])
+            pgrx::direct_function_call_as_datum(
+                pg_sys::jsonb_concat,
+                &[Some(self.0), Some(other.0)],
+            )
         };
         Jsonb(datum.expect("jsonb_concat returns a value"))
     }

@@ -94,7 +94,7 @@ statements! {
     RESUME = "resume.sql" (ids: INT8ARRAYOID, waiting: INT4ARRAYOID, run_at: TIMESTAMPTZOID)
         -> (id, has_children);
 
-    CLAIM_CHORES = "claim_chores.sql" (queue_id: INT4OID, now: TIMESTAMPTZOID)
+    DUE_OR_EXPIRED = "due_or_expired.sql" (queue_id: INT4OID, now: TIMESTAMPTZOID)
         -> (due, expired);
     PROMOTE = "promote.sql" (queue_id: INT4OID, now: TIMESTAMPTZOID, limit: INT4OID) -> ();
     TAKE_BACK = "take_back.sql" (queue_id: INT4OID, now: TIMESTAMPTZOID, limit: INT4OID,
@@ -206,6 +206,6 @@ statements! {
     EXPIRE_LEASES = "expire_leases.sql" (now: TIMESTAMPTZOID, limit: INT4OID) -> (id);
     NEXT_DUE = "next_due.sql" () -> (at);
     WAIT_CHECK = "wait_check.sql" (queue_id: INT4OID, now: TIMESTAMPTZOID)
-        -> (ready, chores, next_at, window_ends_at);
+        -> (ready, due_or_expired, next_at, window_ends_at);
     NEXT_CLEANUP = "next_cleanup.sql" () -> (at);
 }

@@ -437,7 +437,7 @@ mod tests {
     /// registration stores is schema-qualified.
     #[pg_test]
     fn the_sender_check_refuses_what_a_sender_cannot_be() {
-        use crate::senders::{check, signature, Refusal};
+        use crate::sender_check::{check, signature, Refusal};
         Spi::run(
             "CREATE ROLE t_sender_role;
              CREATE SCHEMA \"t Schema\";
@@ -500,7 +500,7 @@ mod tests {
     /// the statement, until its retention becomes 0.
     #[pg_test]
     fn a_single_completion_of_a_queue_that_keeps_nothing_skips_the_statement() {
-        use crate::complete_one::answered;
+        use crate::direct_completion::answered;
         Spi::run("SELECT queue_create('t.none', retention => '0')").unwrap();
         Spi::run("SELECT queue_create('t.kept')").unwrap();
         Spi::run("SELECT queue_enqueue_batch('t.none', array_fill('{}'::jsonb, ARRAY[4]))")
@@ -565,7 +565,7 @@ mod tests {
     /// are given. It returns the ids completed either way, ascending.
     #[pg_test]
     fn a_batch_completion_skips_the_statement_where_a_single_one_would() {
-        use crate::complete_one::answered;
+        use crate::direct_completion::answered;
         Spi::run("SELECT queue_create('t.bnone', retention => '0')").unwrap();
         Spi::run("SELECT queue_create('t.bkept')").unwrap();
         Spi::run("SELECT queue_enqueue_batch('t.bnone', array_fill('{}'::jsonb, ARRAY[4]))")
@@ -592,8 +592,10 @@ mod tests {
             (id(6), lease(6)),
             (id(5), lease(5)),
         ];
-        let (ids, leases): (Vec<String>, Vec<String>) =
-            pairs.iter().map(|(i, l)| (i.to_string(), l.clone())).unzip();
+        let (ids, leases): (Vec<String>, Vec<String>) = pairs
+            .iter()
+            .map(|(i, l)| (i.to_string(), l.clone()))
+            .unzip();
         let (before, rows) = (answered(), tallies());
         let done: Vec<i64> = Spi::connect(|client| {
             client
@@ -616,7 +618,11 @@ mod tests {
             5,
             "t.bnone's pairs, those not held included; none of t.bkept's"
         );
-        assert_eq!(tallies() - rows, 2, "one row for t.bnone's three, the statement's for t.bkept");
+        assert_eq!(
+            tallies() - rows,
+            2,
+            "one row for t.bnone's three, the statement's for t.bkept"
+        );
         assert_eq!(
             one::<i64>("SELECT succeeded_total FROM queue_stats WHERE queue = 't.bnone'"),
             3
@@ -639,7 +645,7 @@ mod tests {
     /// statement again; so does an id index that is not valid.
     #[pg_test]
     fn a_completion_without_the_statement_follows_the_tables() {
-        use crate::complete_one::answered;
+        use crate::direct_completion::answered;
         Spi::run("SELECT queue_create('t.follow', retention => '0')").unwrap();
         Spi::run("SELECT queue_enqueue_batch('t.follow', array_fill('{}'::jsonb, ARRAY[6]))")
             .unwrap();

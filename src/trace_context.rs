@@ -28,9 +28,9 @@ pub struct Parent {
 
 /// Whether `tracestate` is well formed, or why not.
 pub fn check_state(tracestate: &str) -> Result<(), String> {
-    TraceState::from_str(tracestate)
-        .map(|_| ())
-        .map_err(|_| format!("tracestate \"{tracestate}\" is malformed: it must be a list of key=value"))
+    TraceState::from_str(tracestate).map(|_| ()).map_err(|_| {
+        format!("tracestate \"{tracestate}\" is malformed: it must be a list of key=value")
+    })
 }
 
 /// The trace context of `traceparent` and `tracestate`, or why they are
@@ -105,7 +105,10 @@ mod tests {
     fn a_traceparent_is_read_with_its_state() {
         let parent = parse(GOOD, Some("congo=t61rcWkgMzE")).unwrap();
         assert_eq!(parent.trace_id[0], 0x4b);
-        assert_eq!(parent.span_id, [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7]);
+        assert_eq!(
+            parent.span_id,
+            [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7]
+        );
         assert!(parent.sampled);
         assert_eq!(parent.state, "congo=t61rcWkgMzE");
     }

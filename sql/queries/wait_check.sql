@@ -10,7 +10,7 @@ SELECT EXISTS (SELECT FROM queue_live
                 WHERE queue_id = $1 AND state = 'scheduled' AND run_at <= $2)
        OR EXISTS (SELECT FROM queue_live
                    WHERE queue_id = $1 AND state = 'processing' AND lease_expires_at < $2)
-           AS chores,
+           AS due_or_expired,
        least((SELECT run_at FROM queue_live
                WHERE queue_id = $1 AND state = 'scheduled'
                ORDER BY run_at LIMIT 1),

@@ -6,8 +6,8 @@ use pgrx::prelude::*;
 use super::duration;
 use crate::announce;
 use crate::catalog;
-use crate::complete_one;
 use crate::db::{self, args};
+use crate::direct_completion;
 use crate::ends::{Ended, Outcome};
 use crate::errors::{no_null_elements, required, OrRaise, QueueError};
 use crate::jobs;
@@ -89,9 +89,9 @@ fn queue_complete(
     if let Some(result) = result {
         rules::check_result_size(result.size()).or_raise();
     }
-    // (without the statement when nothing is kept: complete_one.rs)
-    match complete_one::complete(id, lease) {
-        complete_one::Outcome::Completed { queue_id } => {
+    // (without the statement when nothing is kept: direct_completion.rs)
+    match direct_completion::complete(id, lease) {
+        direct_completion::Outcome::Completed { queue_id } => {
             announce::ended(&[Ended {
                 id,
                 queue_id,
@@ -100,8 +100,8 @@ fn queue_complete(
             metrics::ended(queue_id, Outcome::Succeeded, &lease, crate::time::now_us());
             true
         }
-        complete_one::Outcome::NotHeld => false,
-        complete_one::Outcome::UseStatement => !db::with_tables(|client| {
+        direct_completion::Outcome::NotHeld => false,
+        direct_completion::Outcome::UseStatement => !db::with_tables(|client| {
             jobs::complete(client, vec![id], vec![lease], result.map(|r| vec![Some(r)]))
         })
         .is_empty(),
@@ -149,11 +149,11 @@ fn queue_complete_batch(
         return SetOfIterator::new(Vec::new());
     }
     // (without the statement when nothing is kept and no result given, as
-    // queue_complete: complete_one.rs; the rest by the statement)
+    // queue_complete: direct_completion.rs; the rest by the statement)
     let pairs: Vec<(i64, Uuid)> = ids.iter().copied().zip(leases.iter().copied()).collect();
     let outcomes = match &results {
         Some(results) if results.iter().any(Option::is_some) => None,
-        _ => complete_one::complete_many(&pairs),
+        _ => direct_completion::complete_many(&pairs),
     };
     let mut done: Vec<i64> = Vec::with_capacity(ids.len());
     let (mut rest_ids, mut rest_leases) = (Vec::new(), Vec::new());
@@ -164,7 +164,7 @@ fn queue_complete_batch(
         Some(outcomes) => {
             for ((id, lease), outcome) in pairs.into_iter().zip(outcomes) {
                 match outcome {
-                    complete_one::Outcome::Completed { queue_id } => {
+                    direct_completion::Outcome::Completed { queue_id } => {
                         done.push(id);
                         ended.push(Ended {
                             id,
@@ -173,8 +173,8 @@ fn queue_complete_batch(
                         });
                         metrics::ended(queue_id, Outcome::Succeeded, &lease, now);
                     }
-                    complete_one::Outcome::NotHeld => {}
-                    complete_one::Outcome::UseStatement => {
+                    direct_completion::Outcome::NotHeld => {}
+                    direct_completion::Outcome::UseStatement => {
                         rest_ids.push(id);
                         rest_leases.push(lease);
                     }

@@ -21,9 +21,9 @@ use pgrx::datum::Interval;
 use crate::catalog::micros;
 use crate::errors::QueueError;
 use crate::gucs;
-use crate::trace_context;
 use crate::jsonb::Jsonb;
 use crate::rules::Duration;
+use crate::trace_context;
 
 /// An interval argument as the rules see it.
 fn duration(value: &Interval) -> Duration {

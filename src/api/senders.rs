@@ -10,7 +10,7 @@ use crate::errors::{self, required, OrRaise};
 use crate::queries;
 use crate::regprocedure::Regprocedure;
 use crate::rules;
-use crate::senders::{self, Refusal};
+use crate::sender_check::{self, Refusal};
 use crate::worker::shared;
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -27,10 +27,10 @@ fn queue_register_sender(
     super::queues::with_owned_queue(name, "register a sender for", |client, queue| {
         // (a function that the check found and a concurrent DROP took
         // before its signature was read is refused as missing)
-        let signature = senders::check(sender, caller)
-            .and_then(|()| senders::signature(client, sender).ok_or(Refusal::Missing))
+        let signature = sender_check::check(sender, caller)
+            .and_then(|()| sender_check::signature(client, sender).ok_or(Refusal::Missing))
             .unwrap_or_else(|refusal| {
-                let named = senders::signature(client, sender);
+                let named = sender_check::signature(client, sender);
                 refusal.at_registration(sender, named).raise()
             });
         db::run(

@@ -193,7 +193,7 @@ fn look(name: &str) -> Look {
                 .map(|t| t.into_inner())
         };
         found.next_at = at("next_at");
-        if row.value::<bool>("chores") {
+        if row.value::<bool>("due_or_expired") {
             found.ready = true;
         } else if row.value::<bool>("ready") {
             // (a queue without limits or order is answered without a statement)

@@ -132,7 +132,8 @@ unsafe extern "C-unwind" fn at_transaction_end(
             let database = unsafe { pg_sys::MyDatabaseId }.to_u32();
             notes.sort_unstable_by_key(|n| n.queue);
             for queue in notes.chunk_by(|a, b| a.queue == b.queue) {
-                let observations: Vec<(usize, i64)> = queue.iter().map(|n| (n.kind, n.us)).collect();
+                let observations: Vec<(usize, i64)> =
+                    queue.iter().map(|n| (n.kind, n.us)).collect();
                 memory::record(database, queue[0].queue, &observations);
             }
         }

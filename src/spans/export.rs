@@ -107,7 +107,11 @@ fn run(spans: Receiver<Span>, endpoint: Arc<Mutex<String>>) {
         }
         let url = format!(
             "{}/v1/traces",
-            endpoint.lock().map(|e| e.clone()).unwrap_or_default().trim_end_matches('/')
+            endpoint
+                .lock()
+                .map(|e| e.clone())
+                .unwrap_or_default()
+                .trim_end_matches('/')
         );
         let n = batch.len() as u64;
         let body = request(batch).encode_to_vec();

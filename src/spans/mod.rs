@@ -189,7 +189,9 @@ fn database_name() -> String {
                     if name.is_null() {
                         return String::new();
                     }
-                    std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
+                    std::ffi::CStr::from_ptr(name)
+                        .to_string_lossy()
+                        .into_owned()
                 }
             })
             .clone()

@@ -57,24 +57,31 @@ pub fn queue_for_worker(client: &mut SpiClient<'_>, queue_id: i32, name: &str) -
     (found.name == name && !found.paused && found.sender.is_some()).then_some(found)
 }
 
-/// Whether a batch of `queue` may be delivered in the transaction that
-/// takes it, and how: `Some(None)` when the queue has no limit that counts,
-/// so no other claim needs to see its jobs in flight meanwhile (an ordered
-/// queue's locked heads are still their groups' oldest unfinished jobs,
-/// which hold the later ones back); `Some(turn)` when its limits are all
-/// the queue's as a whole, it is not ordered, and the batch has its turn
-/// beside the claims under way (limits::turn_beside), which count its
-/// reservation as jobs in flight (and claimed in the rate window) until it
-/// commits; None when its claim must commit first.
-pub fn taken_in_one(queue: &Queue, size: usize) -> Option<Option<Turn>> {
+/// How a batch of a queue is taken by the worker.
+pub enum Taking {
+    /// Locked and delivered in one transaction, as nothing counts its jobs
+    /// in flight (an ordered queue's locked heads are still their groups'
+    /// oldest unfinished jobs, which hold the later ones back).
+    InOne,
+    /// Locked and delivered in one transaction with its turn beside the
+    /// claims under way (limits::turn_beside), whose reservation counts as
+    /// jobs in flight (and claimed in the rate window) until it commits: a
+    /// queue whose limits are all of the queue as a whole, not ordered.
+    InOneWithTurn(Turn),
+    /// Claimed in a transaction that commits first, delivered after.
+    ClaimedFirst,
+}
+
+/// How a batch of up to `size` jobs of `queue` is taken.
+pub fn taking(queue: &Queue, size: usize) -> Taking {
     let limits = &queue.limits;
     if !limits::takes_turn(limits) {
-        return Some(None);
+        return Taking::InOne;
     }
     if limits.ordered {
-        return None;
+        return Taking::ClaimedFirst;
     }
-    limits::turn_beside(queue, size).map(Some)
+    limits::turn_beside(queue, size).map_or(Taking::ClaimedFirst, Taking::InOneWithTurn)
 }
 
 /// Claims up to `size` due jobs of `queue` for the worker, under its lease

@@ -203,7 +203,8 @@ impl Http {
         let jobs = claim(client, queue_id, name, size);
         let claimed = jobs.len();
         for job in &jobs {
-            self.attempts.insert((job.id, job.lease), job.attempt.clone());
+            self.attempts
+                .insert((job.id, job.lease), job.attempt.clone());
         }
         if let Some(message) = refusal {
             // an attempt that sends nothing

@@ -18,8 +18,8 @@ use pgrx::bgworkers::{
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
+use super::decisions;
 use super::shared::{self, Installed, State, Worker, SHARED};
-use super::turns;
 use crate::gucs::{self, WORKER_SLOTS};
 
 /// The launcher looks at the table at least this often (pauses that end),
@@ -209,7 +209,7 @@ fn reap(handles: &mut [Option<DynamicBackgroundWorker>], now: i64) {
                 entry.failures = 0;
             } else {
                 entry.failures = entry.failures.saturating_add(1);
-                entry.not_before = now + turns::failure_pause_us(entry.failures);
+                entry.not_before = now + decisions::failure_pause_us(entry.failures);
             }
         }
     }
@@ -299,7 +299,7 @@ fn ask_to_yield(now: i64) {
         .enumerate()
         .filter_map(|(slot, w)| w.candidate(slot))
         .collect();
-    for slot in turns::to_ask(waiting, free, leaving, candidates) {
+    for slot in decisions::to_ask(waiting, free, leaving, candidates) {
         shared.workers[slot].yield_asked = true;
         shared::set_latch(shared.workers[slot].procno);
     }

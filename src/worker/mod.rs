@@ -23,20 +23,20 @@
 
 mod batches;
 mod databases;
+mod decisions;
 mod delivery;
+mod delivery_log;
 mod hooks;
 mod http;
 pub mod launcher;
 mod recurring;
 pub mod segments;
-mod sender;
+mod sender_call;
 pub mod serve;
 mod session;
 pub mod shared;
 mod sql_delivery;
 pub(crate) mod subxact;
-mod suspects;
-mod turns;
 mod upkeep;
 pub mod waiters;
 pub mod wake;

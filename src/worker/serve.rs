@@ -8,7 +8,7 @@
 //! needs a worker: a scheduled job, a lease, a cleanup) when nothing is due
 //! and the launcher asks for the slot, or when it has been idle for
 //! queue.idle_exit; when the launcher asks while jobs are due, once its
-//! turn of turns::TURN_BATCHES batches is over (its database then waits in line
+//! turn of decisions::TURN_BATCHES batches is over (its database then waits in line
 //! again); and at once when its database is needed alone.
 //!
 //! With webhook requests open (http.rs) it never leaves idle, wakes when
@@ -25,11 +25,11 @@ use pgrx::prelude::*;
 
 use std::sync::atomic::Ordering;
 
+use super::decisions::{self, AfterRound};
 use super::delivery::{self, Delivery};
 use super::recurring::Recurring;
 use super::session::{self, Session};
 use super::shared::{self, Installed, State, SHARED};
-use super::turns::{self, AfterRound};
 use super::upkeep::Upkeep;
 use super::wake;
 use crate::gucs;
@@ -142,7 +142,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         }
         let asked = yield_asked(slot);
         // (its turn is over when asked: webhook queues send no more)
-        let handing_over = asked && batches >= turns::TURN_BATCHES;
+        let handing_over = asked && batches >= decisions::TURN_BATCHES;
         // Asked for its slot with webhook requests open: while outcomes come
         // back the worker goes on (its turn ends as a SQL sender's does);
         // when none has come for a grace period, it leaves the open ones to
@@ -226,7 +226,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             want_again(database, now);
             exit_cleanly();
         }
-        match turns::after_round(asked, batches, round.more) {
+        match decisions::after_round(asked, batches, round.more) {
             // its turn is over: at_exit puts the database back in line
             // (not while webhook requests are open: their outcomes are
             // recorded first)
@@ -245,7 +245,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         let idle_us = crate::time::seconds(gucs::IDLE_EXIT_S.get());
         let nothing_due = next_due.is_none_or(|due| due > now);
         if !delivery.sending()
-            && turns::leaves_idle(asked, nothing_due, last_work.map(|at| now - at), idle_us)
+            && decisions::leaves_idle(asked, nothing_due, last_work.map(|at| now - at), idle_us)
         {
             // (when maintenance is owed, its visit's worker asks instead)
             let cleanup = match upkeep.owed_at() {
@@ -447,11 +447,12 @@ fn give_up_slot(
         entry.wanted_since.store(0, Ordering::Relaxed);
         // the upkeep owed (maintenance, or a retention cleanup), for the
         // worker of the visit it asks for
-        let owed = turns::upkeep_owed(cleanup, upkeep.owed_at(), now, super::upkeep::quiet_us());
+        let owed =
+            decisions::upkeep_owed(cleanup, upkeep.owed_at(), now, super::upkeep::quiet_us());
         entry.upkeep_at.store(owed.unwrap_or(0), Ordering::Relaxed);
         entry
             .due_at
-            .store(turns::next_visit(next_due, owed), Ordering::Relaxed);
+            .store(decisions::next_visit(next_due, owed), Ordering::Relaxed);
     }
     true
 }

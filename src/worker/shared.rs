@@ -118,7 +118,7 @@ impl Worker {
     /// (Left out, a worker still starting would deliver and then sleep
     /// unasked until the launcher next woke: a burst that filled every slot
     /// with new workers stalled until the launcher's tick, a second later.)
-    pub fn candidate(&self, slot: usize) -> Option<super::turns::Candidate> {
+    pub fn candidate(&self, slot: usize) -> Option<super::decisions::Candidate> {
         let busy = match self.state {
             State::Idle => false,
             State::Starting | State::Delivering => true,
@@ -132,7 +132,7 @@ impl Worker {
         } else {
             self.last_active_at
         };
-        Some(super::turns::Candidate { slot, busy, since })
+        Some(super::decisions::Candidate { slot, busy, since })
     }
 
     pub fn starting(database: Oid, helper: bool, now: i64) -> Worker {
@@ -289,7 +289,7 @@ impl Shared {
     /// The one to start a worker for next: the oldest request, past any
     /// pause after a failure.
     pub fn next_to_serve(&self, now: i64) -> Option<Oid> {
-        super::turns::next_in_line(
+        super::decisions::next_in_line(
             self.waiting_for_worker(now)
                 .map(|d| (d.oid, d.wanted_since.load(Ordering::Relaxed), d.not_before)),
             now,

@@ -5,7 +5,7 @@
 //! a reservation that the claims beside it count, for those limits), the
 //! sender called for each in a subtransaction of its own, the jobs
 //! delivered deleted and an attempt counted for each that failed, one
-//! commit (the batch's ids written down meanwhile: suspects.rs). Any other
+//! commit (the batch's ids written down meanwhile: delivery_log.rs). Any other
 //! queue has its claim committed first, then the
 //! jobs still in flight locked (a cancel, purge or drop now waits) for the
 //! calls and their outcomes. At most 64 subtransactions that wrote go into
@@ -18,11 +18,11 @@ use std::collections::{HashMap, HashSet};
 use pgrx::datum::Uuid;
 use pgrx::pg_sys::{self, Oid};
 
-use super::batches::{self, Tally};
-use super::sender::{Outcome, Prepared, Sender};
+use super::batches::{self, Taking, Tally};
+use super::delivery_log;
+use super::sender_call::{Outcome, Prepared, Sender};
 use super::session::{self, Session};
 use super::shared::{State, SHARED};
-use super::suspects;
 use crate::announce;
 use crate::catalog::{self, Queue};
 use crate::contract::WORKER_NAME;
@@ -33,7 +33,7 @@ use crate::jsonb::Jsonb;
 use crate::limits::{self, Pick, Turn};
 use crate::policy::add_delay;
 use crate::queries;
-use crate::senders::{self, Refusal};
+use crate::sender_check::{self, Refusal};
 use crate::spans;
 
 /// Subtransactions with a transaction id that one commit may hold before
@@ -200,7 +200,7 @@ enum Check {
 
 /// Checked again before every transaction of calls: the registering role
 /// may have been dropped or lost EXECUTE, the function dropped, renamed or
-/// made again as another kind (senders::check, as at registration), its
+/// made again as another kind (sender_check::check, as at registration), its
 /// login settings changed. Also returns the queue's name and max_attempts,
 /// when it still exists.
 fn check_sender(
@@ -246,14 +246,14 @@ fn check_sender(
                 "the role that registered sender {registered} (oid {role_name}) no longer exists"
             ))
         }
-        Some(function) => match senders::check(function, role) {
+        Some(function) => match sender_check::check(function, role) {
             Ok(()) => Check::Ready(Sender {
                 function,
                 role,
                 settings,
             }),
             Err(refusal) => {
-                let named = senders::signature(client, function);
+                let named = sender_check::signature(client, function);
                 Check::Refused(refusal.at_delivery(&registered, &role_name, function, named))
             }
         },
@@ -291,8 +291,14 @@ pub fn claim_and_deliver(
         let Some(queue) = session.tables(|c| batches::queue_for_worker(c, queue_id, name)) else {
             return (Claimed::default(), Vec::new(), Tally::default());
         };
-        if let Some(turn) = batches::taken_in_one(&queue, size) {
-            let (claimed, tally) = deliver_locked(session, slot, &queue, size, turn);
+        let in_one = match batches::taking(&queue, size) {
+            Taking::InOne => Some(deliver_locked(session, slot, &queue, size, None)),
+            Taking::InOneWithTurn(turn) => {
+                Some(deliver_locked(session, slot, &queue, size, Some(turn)))
+            }
+            Taking::ClaimedFirst => None,
+        };
+        if let Some((claimed, tally)) = in_one {
             // (an ordered queue whose heads lie past the front's turns has
             // them claimed, by the claim's walk)
             if claimed.jobs > 0 || !queue.limits.ordered {
@@ -318,7 +324,7 @@ pub fn claim_and_deliver(
     // (jobs taken and none claimed first: deliver_locked wrote their ids
     // down, and their transaction has committed)
     if claimed.jobs > 0 && claimed_first.is_empty() {
-        suspects::clear(slot);
+        delivery_log::clear(slot);
     }
     session::report_stat();
     tally.note(slot);
@@ -335,7 +341,7 @@ fn order_waits(queue: &Queue, jobs: usize) -> bool {
 
 /// A batch of `queue` in the caller's transaction: up to `size` due jobs
 /// locked (jobs::lock_next: no claim written), their ids written down
-/// (suspects.rs), the sender called for each, the jobs delivered deleted,
+/// (delivery_log.rs), the sender called for each, the jobs delivered deleted,
 /// an attempt counted for each that failed. Jobs left uncalled once the
 /// sender's writes fill the commit (WRITES_PER_COMMIT) stay ready, for the
 /// next batch. With `turn`, the batch's turn beside the claims under way
@@ -392,7 +398,7 @@ fn deliver_locked(
     }
     let groups: Vec<Option<String>> = locked.iter().map(|job| job.group.clone()).collect();
     let locked: Vec<(i64, Jsonb)> = locked.into_iter().map(|job| (job.id, job.job)).collect();
-    suspects::write(slot, &locked.iter().map(|(id, _)| *id).collect::<Vec<_>>());
+    delivery_log::write(slot, &locked.iter().map(|(id, _)| *id).collect::<Vec<_>>());
     let (check, _) = session.tables(|c| check_sender(c, queue.id));
     if !matches!(check, Check::NoSender) && turn.is_some() {
         // (an attempt is made of each, or counted as failed: each a claim)
@@ -439,13 +445,9 @@ fn deliver_locked(
         .into_iter()
         .filter(|(id, _, _)| leases.contains_key(id))
         .collect();
-    let tally = record(
-        session,
-        Taken::Locked { began },
-        delivered,
-        failed,
-        &|id| leases[&id],
-    );
+    let tally = record(session, Taken::Locked { began }, delivered, failed, &|id| {
+        leases[&id]
+    });
     (claimed, tally)
 }
 
@@ -495,10 +497,10 @@ fn call_each(sender: &mut Prepared, jobs: &[(i64, Jsonb)]) -> Calls {
 }
 
 /// The jobs of a one-transaction delivery that a stopped worker left under
-/// way (suspects.rs) are left in flight, their attempt counted, for
+/// way (delivery_log.rs) are left in flight, their attempt counted, for
 /// `recover_one`.
 pub fn mark_suspects(session: &Session) {
-    let left = suspects::left();
+    let left = delivery_log::left();
     if !left.ids.is_empty() {
         let ids = left.ids.clone();
         session::transaction(|| {

@@ -7,9 +7,9 @@
 
 use pgrx::Spi;
 
+use super::decisions;
 use super::session::{self, report_stat, Session};
 use super::subxact;
-use super::turns;
 use crate::errors::QueueError;
 use crate::gucs;
 use crate::jobs;
@@ -61,7 +61,7 @@ impl Upkeep {
                 now + EVERY_SECOND_US
             },
             next_rotation_check: now + EVERY_SECOND_US,
-            next_maintenance: turns::first_maintenance(now, owed_at, interval_us()),
+            next_maintenance: decisions::first_maintenance(now, owed_at, interval_us()),
             owed: owed_at > 0,
         }
     }
@@ -104,14 +104,14 @@ impl Upkeep {
             );
             self.next_rotation_check = now + EVERY_SECOND_US;
         }
-        if turns::maintenance_due(now, self.next_maintenance, self.owed, hurry, quiet_us()) {
+        if decisions::maintenance_due(now, self.next_maintenance, self.owed, hurry, quiet_us()) {
             // queue_maintain()'s two parts, each in a transaction of its
             // own: writers held up by a rotation's lock on the live
             // partition hold queue_tallies meanwhile, and a fold in the same
             // transaction could never have it alone to empty it
             upkeep(session, "SELECT queue_rotate_live()::int::bigint");
             let cleaned = upkeep(session, "SELECT queue_cleanup()");
-            self.next_maintenance = turns::next_maintenance(cleaned, now, interval_us());
+            self.next_maintenance = decisions::next_maintenance(cleaned, now, interval_us());
             // (owed again at once while cleanup finds jobs)
             self.owed = cleaned > 0;
         }

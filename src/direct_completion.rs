@@ -699,7 +699,7 @@ unsafe fn boolean(slot: *mut pg_sys::TupleTableSlot, at: i16) -> bool {
 
 fn unexpected(what: &str, result: pg_sys::TM_Result::Type) -> ! {
     QueueError::StatementShape {
-        statement: "complete_one.rs",
+        statement: "direct_completion.rs",
         detail: format!("{what} a job gave the table access method's result {result}"),
     }
     .raise()

@@ -1,4 +1,4 @@
--- Whether a claim of queue $1 at $2 has chores first: scheduled jobs that
+-- Whether a claim of queue $1 at $2 has work to do first: scheduled jobs that
 -- are due (to promote), and leases that expired (to take back). Two index
 -- probes: most claims have neither, and an UPDATE that finds nothing still
 -- costs the set-up of every partition and index it could write.
