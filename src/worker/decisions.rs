@@ -61,6 +61,94 @@ pub fn to_ask(
         .collect()
 }
 
+/// How long a worker asked for its slot waits for its open webhook
+/// requests before it leaves them to the next worker.
+pub const HANDOVER_GRACE_US: i64 = 2 * crate::time::SECOND_US;
+
+/// The longest a worker with webhook requests open sleeps (an outcome
+/// coming back wakes it before).
+pub const SENDING_WAIT_US: i64 = 100_000;
+
+/// The least a worker sleeps when a round found nothing it could do.
+pub const MIN_SLEEP_US: i64 = 100_000;
+
+/// What a worker knows at the top of its loop (serve.rs).
+#[derive(Clone, Copy, Debug)]
+pub struct Moment {
+    pub now: i64,
+    /// It is asked to stop, or queue.enabled is off.
+    pub stop: bool,
+    /// Webhook requests are open.
+    pub sending: bool,
+    /// The launcher wants its slot.
+    pub asked: bool,
+    /// Answers came back since it last looked (read only while sending and
+    /// asked).
+    pub answered: bool,
+    /// A commit woke it.
+    pub woken: bool,
+    pub next_round_at: i64,
+    /// When the answers that came back are worth a transaction (Some(0): at
+    /// once; None: none came back).
+    pub record_in_us: Option<i64>,
+    /// Since when, asked for its slot, it waits for its open requests.
+    pub handover_from: Option<i64>,
+}
+
+/// The worker's next step.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Step {
+    /// It leaves, handing open requests back.
+    Stop,
+    /// Asked for its slot, it leaves its open requests to the next worker:
+    /// none has been answered for HANDOVER_GRACE_US.
+    HandOver,
+    /// It waits on its open requests only (no commit woke it, the round's
+    /// time has not come) for this long, or until one is answered.
+    AwaitAnswers { for_us: i64 },
+    /// It records the answers that came back and fills the room they make.
+    Refill,
+    /// A round of every queue.
+    Round,
+}
+
+/// The step a worker takes at `m`, and since when it waits to hand its
+/// open requests over (a handover's grace starts when it is asked with
+/// requests open, and again at each answer).
+pub fn next_step(m: &Moment) -> (Step, Option<i64>) {
+    if m.stop {
+        return (Step::Stop, m.handover_from);
+    }
+    let handover_from = if !m.sending {
+        None
+    } else if m.asked {
+        let since = m.handover_from.unwrap_or(m.now);
+        if m.answered {
+            Some(m.now)
+        } else if m.now - since >= HANDOVER_GRACE_US {
+            return (Step::HandOver, Some(since));
+        } else {
+            Some(since)
+        }
+    } else {
+        m.handover_from
+    };
+    if m.sending && !m.woken && m.now < m.next_round_at {
+        if m.record_in_us == Some(0) {
+            return (Step::Refill, handover_from);
+        }
+        let until = (m.next_round_at - m.now)
+            .min(SENDING_WAIT_US)
+            .min(m.record_in_us.unwrap_or(i64::MAX));
+        let for_us = match handover_from {
+            Some(since) => until.min(since + HANDOVER_GRACE_US - m.now),
+            None => until,
+        };
+        return (Step::AwaitAnswers { for_us }, handover_from);
+    }
+    (Step::Round, handover_from)
+}
+
 /// What a worker does after a round.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum AfterRound {
@@ -167,6 +255,110 @@ pub fn next_maintenance(cleaned: i64, now: i64, interval: i64) -> i64 {
 
 #[cfg(test)]
 mod tests {
+    /// A worker at 10 s with nothing open, not asked, its round due.
+    fn quiet() -> Moment {
+        Moment {
+            now: 10_000_000,
+            stop: false,
+            sending: false,
+            asked: false,
+            answered: false,
+            woken: false,
+            next_round_at: 10_000_000,
+            record_in_us: None,
+            handover_from: None,
+        }
+    }
+
+    #[test]
+    fn a_stop_comes_first() {
+        let m = Moment {
+            stop: true,
+            sending: true,
+            asked: true,
+            ..quiet()
+        };
+        assert_eq!(next_step(&m).0, Step::Stop);
+    }
+
+    #[test]
+    fn without_open_requests_a_worker_goes_round_and_forgets_a_handover() {
+        let m = Moment {
+            handover_from: Some(1),
+            asked: true,
+            ..quiet()
+        };
+        assert_eq!(next_step(&m), (Step::Round, None));
+    }
+
+    #[test]
+    fn with_open_requests_it_waits_for_answers_until_its_round() {
+        let m = Moment {
+            sending: true,
+            next_round_at: 10_050_000,
+            ..quiet()
+        };
+        assert_eq!(next_step(&m), (Step::AwaitAnswers { for_us: 50_000 }, None));
+        let far = Moment {
+            next_round_at: 20_000_000,
+            record_in_us: Some(2_000),
+            ..m
+        };
+        assert_eq!(next_step(&far).0, Step::AwaitAnswers { for_us: 2_000 });
+        let answered = Moment {
+            record_in_us: Some(0),
+            ..m
+        };
+        assert_eq!(next_step(&answered).0, Step::Refill);
+        // a commit, or the round's time, makes it go round
+        assert_eq!(next_step(&Moment { woken: true, ..m }).0, Step::Round);
+        assert_eq!(
+            next_step(&Moment {
+                next_round_at: 9_000_000,
+                ..m
+            })
+            .0,
+            Step::Round
+        );
+    }
+
+    #[test]
+    fn asked_with_open_requests_it_hands_them_over_after_a_silent_grace() {
+        let asked = Moment {
+            sending: true,
+            asked: true,
+            next_round_at: 20_000_000,
+            ..quiet()
+        };
+        // the grace starts now, and bounds the wait
+        assert_eq!(
+            next_step(&asked),
+            (
+                Step::AwaitAnswers {
+                    for_us: SENDING_WAIT_US
+                },
+                Some(10_000_000)
+            )
+        );
+        let late = Moment {
+            now: 10_000_000 + HANDOVER_GRACE_US - 30_000,
+            handover_from: Some(10_000_000),
+            ..asked
+        };
+        assert_eq!(next_step(&late).0, Step::AwaitAnswers { for_us: 30_000 });
+        let over = Moment {
+            now: 10_000_000 + HANDOVER_GRACE_US,
+            ..late
+        };
+        assert_eq!(next_step(&over), (Step::HandOver, Some(10_000_000)));
+        // an answer starts the grace again
+        let answered = Moment {
+            answered: true,
+            ..over
+        };
+        assert_eq!(next_step(&answered).1, Some(over.now));
+    }
+
     use super::*;
 
     const S: i64 = 1_000_000;

@@ -25,7 +25,7 @@ use pgrx::prelude::*;
 
 use std::sync::atomic::Ordering;
 
-use super::decisions::{self, AfterRound};
+use super::decisions::{self, AfterRound, Step};
 use super::delivery::{self, Delivery};
 use super::recurring::Recurring;
 use super::session::{self, Session};
@@ -78,7 +78,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             _ => (helper, 0, true, false),
         }
     };
-    let Some(mut session) = session::transaction(|| Session::find(None)) else {
+    let Some(session) = session::transaction(|| Session::find(None)) else {
         set_installed(database, Installed::No);
         exit_cleanly();
     };
@@ -87,189 +87,264 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
     if helper {
         help(slot, session);
     }
-    let mut delivery = Delivery::new(slot);
-    let mut recurring = Recurring::new();
-    let mut upkeep = Upkeep::new(crate::time::now_us(), upkeep_at, visit || !recovered);
-    // When the worker last had work (a job, a wake-up, its start); None:
-    // not yet, for a visit, which leaves as soon as nothing is due.
-    let mut last_work = (!visit).then(crate::time::now_us);
-    let mut batches = 0;
-    // When the next round is due while the worker waits on webhook
-    // requests (a wake-up or an answer brings it forward).
-    let mut next_round_at = i64::MAX;
-    // When the worker, asked for its slot, began to wait for its webhook
-    // requests.
-    let mut handover_from = None;
-    let mut recovered = recovered;
-    // When jobs left in flight that wait for a rate window are looked at
-    // again.
-    let mut recover_at: Option<i64> = None;
-
+    let mut worker = Worker {
+        slot,
+        database,
+        session,
+        delivery: Delivery::new(slot),
+        recurring: Recurring::new(),
+        upkeep: Upkeep::new(crate::time::now_us(), upkeep_at, visit || !recovered),
+        last_work: (!visit).then(crate::time::now_us),
+        batches: 0,
+        next_round_at: i64::MAX,
+        handover_from: None,
+        recovered,
+        recover_at: None,
+    };
     loop {
-        // Jobs a stopped worker left in flight are taken back once this
-        // worker is its database's only one (a helper may still be at work
-        // beside a worker that has just started, and none starts before
-        // this is done) and has no webhook request open (their jobs are in
-        // flight too). The database is recovered once none waits for a
-        // rate window.
-        if !recovered
-            && !delivery.sending()
-            && alone(slot, database)
-            && recover_at.is_none_or(|at| crate::time::now_us() >= at)
-        {
-            let (left, later) = delivery.recover(&session);
-            if left > 0 {
-                last_work = Some(crate::time::now_us());
-            }
-            recover_at = later;
-            if later.is_none() {
-                if let Some(entry) = SHARED.exclusive().database_mut(database) {
-                    entry.recovered = true;
-                }
-            }
-        }
+        worker.recover_if_due();
         pgrx::check_for_interrupts!();
         reload_if_asked();
         let now = crate::time::now_us();
         let woken = take_wake(slot, now);
-        if stop_requested(slot) || !gucs::ENABLED.get() {
-            // (requests still open go back to the line at once, rather than
-            // when their leases expire)
-            if delivery.sending() {
-                delivery.abandon(&session);
-            }
-            exit_cleanly();
-        }
+        let stop = stop_requested(slot) || !gucs::ENABLED.get();
         let asked = yield_asked(slot);
+        let sending = worker.delivery.sending();
+        // (read only where it counts: reading takes the answers in)
+        let answered = !stop && sending && asked && worker.delivery.any_answered();
+        let (step, handover_from) = decisions::next_step(&decisions::Moment {
+            now,
+            stop,
+            sending,
+            asked,
+            answered,
+            woken,
+            next_round_at: worker.next_round_at,
+            // (looked at only for a wait on open requests alone)
+            record_in_us: if sending && !woken && now < worker.next_round_at {
+                worker.delivery.record_in_us()
+            } else {
+                None
+            },
+            handover_from: worker.handover_from,
+        });
+        worker.handover_from = handover_from;
         // (its turn is over when asked: webhook queues send no more)
-        let handing_over = asked && batches >= decisions::TURN_BATCHES;
-        // Asked for its slot with webhook requests open: while outcomes come
-        // back the worker goes on (its turn ends as a SQL sender's does);
-        // when none has come for a grace period, it leaves the open ones to
-        // the next worker, so that a hung endpoint never holds a slot that
-        // another database waits for.
-        if !delivery.sending() {
-            handover_from = None;
-        } else if asked {
-            let since = *handover_from.get_or_insert(now);
-            if delivery.any_answered() {
-                handover_from = Some(now);
-            } else if now - since >= HANDOVER_GRACE_US {
-                delivery.abandon(&session);
-                // its jobs are ready again, and no commit will say so: back
-                // in line at once
-                want_again(database, now);
-                exit_cleanly();
+        let handing_over = asked && worker.batches >= decisions::TURN_BATCHES;
+        match step {
+            Step::Stop => worker.stop(),
+            Step::HandOver => worker.hand_over(now),
+            Step::AwaitAnswers { for_us } => sleep_us(for_us, worker.delivery.answered_fd()),
+            Step::Refill => worker.refill(now, handing_over),
+            // (a turn over while requests are open rests until their
+            // outcomes are recorded)
+            Step::Round => match worker.round(now, woken, handing_over) {
+                AfterRound::Again => {}
+                AfterRound::Rest | AfterRound::Leave => worker.rest(),
+            },
+        }
+    }
+}
+
+/// A worker's state between its steps (decisions::next_step says which
+/// comes next).
+struct Worker {
+    slot: usize,
+    database: Oid,
+    session: Session,
+    delivery: Delivery,
+    recurring: Recurring,
+    upkeep: Upkeep,
+    /// When the worker last had work (a job, a wake-up, its start); None:
+    /// not yet, for a visit, which leaves as soon as nothing is due.
+    last_work: Option<i64>,
+    /// Batches delivered since it started (its turn: decisions.rs).
+    batches: usize,
+    /// When the next round is due while the worker waits on webhook
+    /// requests (a wake-up or an answer brings it forward).
+    next_round_at: i64,
+    /// When the worker, asked for its slot, began to wait for its webhook
+    /// requests.
+    handover_from: Option<i64>,
+    /// Jobs a stopped worker left in flight have all been taken back.
+    recovered: bool,
+    /// When jobs left in flight that wait for a rate window are looked at
+    /// again.
+    recover_at: Option<i64>,
+}
+
+impl Worker {
+    /// Jobs a stopped worker left in flight are taken back once this
+    /// worker is its database's only one (a helper may still be at work
+    /// beside a worker that has just started, and none starts before this
+    /// is done) and has no webhook request open (their jobs are in flight
+    /// too). The database is recovered once none waits for a rate window.
+    fn recover_if_due(&mut self) {
+        if self.recovered
+            || self.delivery.sending()
+            || !alone(self.slot, self.database)
+            || self.recover_at.is_some_and(|at| crate::time::now_us() < at)
+        {
+            return;
+        }
+        let (left, later) = self.delivery.recover(&self.session);
+        if left > 0 {
+            self.last_work = Some(crate::time::now_us());
+        }
+        self.recover_at = later;
+        if later.is_none() {
+            if let Some(entry) = SHARED.exclusive().database_mut(self.database) {
+                entry.recovered = true;
             }
         }
-        // Waiting on webhook requests only (no commit woke the worker, the
-        // round's time has not come): the outcomes are recorded as they come
-        // back, and the room they make in their queues is filled, in one
-        // transaction each time.
-        if delivery.sending() && !woken && now < next_round_at {
-            let record_in = delivery.record_in_us();
-            if record_in != Some(0) {
-                let until = (next_round_at - now)
-                    .min(SENDING_WAIT_US)
-                    .min(record_in.unwrap_or(i64::MAX));
-                let until = match handover_from {
-                    Some(since) => until.min(since + HANDOVER_GRACE_US - now),
-                    None => until,
-                };
-                sleep_us(until, delivery.answered_fd());
-                continue;
-            }
-            match delivery.refill(&session, handing_over) {
-                Some(refill) => {
-                    batches += refill.batches;
-                    last_work = Some(now);
-                    if refill.claimed > 0 {
-                        upkeep.note_work();
-                    }
+    }
+
+    /// Stopped, or queue.enabled turned off: requests still open go back to
+    /// the line at once, rather than when their leases expire.
+    fn stop(&mut self) -> ! {
+        if self.delivery.sending() {
+            self.delivery.abandon(&self.session);
+        }
+        exit_cleanly();
+    }
+
+    /// Asked for its slot with webhook requests open and no answer for the
+    /// grace period: it leaves them to the next worker, so that a hung
+    /// endpoint never holds a slot that another database waits for.
+    fn hand_over(&mut self, now: i64) -> ! {
+        self.delivery.abandon(&self.session);
+        // its jobs are ready again, and no commit will say so: back in line
+        // at once
+        want_again(self.database, now);
+        exit_cleanly();
+    }
+
+    /// Waiting on webhook requests only, with answers to record: they are
+    /// recorded, and the room they make in their queues is filled, in one
+    /// transaction.
+    fn refill(&mut self, now: i64, handing_over: bool) {
+        match self.delivery.refill(&self.session, handing_over) {
+            Some(refill) => {
+                self.batches += refill.batches;
+                self.last_work = Some(now);
+                if refill.claimed > 0 {
+                    self.upkeep.note_work();
                 }
-                // (the extension is gone or was made again: a round finds out)
-                None => next_round_at = now,
             }
-            continue;
+            // (the extension is gone or was made again: a round finds out)
+            None => self.next_round_at = now,
         }
+    }
+
+    /// A round: schedules, a batch of each queue with due jobs, upkeep.
+    /// What comes after it: another round or a rest (Leave: its turn is
+    /// over but webhook requests are open), or, when it leaves, nothing.
+    fn round(&mut self, now: i64, woken: bool, handing_over: bool) -> AfterRound {
         // DROP EXTENSION, or a new schema after ALTER EXTENSION SET SCHEMA
-        session = match session::transaction(|| Session::find(Some(session))) {
+        let known = self.session.clone();
+        self.session = match session::transaction(|| Session::find(Some(known))) {
             Some(found) => found,
             None => {
-                set_installed(database, Installed::No);
+                set_installed(self.database, Installed::No);
                 exit_cleanly();
             }
         };
         // (ticks fired are no reason to stay: a database whose next tick is
         // far away keeps no worker; the jobs' delivery is)
-        if recurring.run(&session, database, now) > 0 {
-            upkeep.note_work();
+        if self.recurring.run(&self.session, self.database, now) > 0 {
+            self.upkeep.note_work();
         }
-        let round = delivery.round(&session, handing_over, || stop_requested(slot));
-        // (a round again at once, unless the worker rests below)
-        next_round_at = now;
-        batches += round.batches;
-        recovered = note_round(database, round.more && !handing_over);
+        let slot = self.slot;
+        let round = self
+            .delivery
+            .round(&self.session, handing_over, || stop_requested(slot));
+        // (a round again at once, unless the worker rests)
+        self.next_round_at = now;
+        self.batches += round.batches;
+        self.recovered = note_round(self.database, round.more && !handing_over);
         // (a worker whose slot another database waits for puts its
         // maintenance off, within limits: see Upkeep::run)
-        upkeep.run(&session, crate::time::now_us(), yield_asked(slot));
+        self.upkeep
+            .run(&self.session, crate::time::now_us(), yield_asked(slot));
         if woken || round.claimed > 0 || round.answered > 0 {
-            last_work = Some(now);
+            self.last_work = Some(now);
         }
         if round.claimed > 0 {
-            upkeep.note_work();
+            self.upkeep.note_work();
         }
         let asked = yield_asked(slot);
-        if asked && round.held_back && !delivery.sending() {
+        if asked && round.held_back && !self.delivery.sending() {
             // webhook queues not served for the handover may have jobs due,
             // which no commit will announce: back in line
-            want_again(database, now);
+            want_again(self.database, now);
             exit_cleanly();
         }
-        match decisions::after_round(asked, batches, round.more) {
-            // its turn is over: at_exit puts the database back in line
-            // (not while webhook requests are open: their outcomes are
-            // recorded first)
-            AfterRound::Leave if !delivery.sending() => exit_cleanly(),
-            AfterRound::Leave => {}
-            AfterRound::Again => continue,
-            AfterRound::Rest => {}
+        match decisions::after_round(asked, self.batches, round.more) {
+            // its turn is over: at_exit puts the database back in line (not
+            // while webhook requests are open: their outcomes are recorded
+            // first)
+            AfterRound::Leave if !self.delivery.sending() => exit_cleanly(),
+            AfterRound::Leave => AfterRound::Leave,
+            after => after,
         }
+    }
+
+    /// After a round with nothing more to do now: it gives its slot up when
+    /// it has been idle long enough (decisions::leaves_idle), or sleeps on
+    /// its latch until the next job falls due, the poll interval ends, its
+    /// upkeep is due or (with webhook requests open) an answer comes back.
+    fn rest(&mut self) {
         let now = crate::time::now_us();
-        let next_due = session::transaction(|| session.tables(delivery::next_due));
+        let next_due = session::transaction(|| self.session.tables(delivery::next_due));
         // (jobs left in flight that wait for a rate window are due then)
-        let next_due = match recover_at {
-            Some(at) if !recovered => Some(next_due.map_or(at, |due| due.min(at))),
+        let next_due = match self.recover_at {
+            Some(at) if !self.recovered => Some(next_due.map_or(at, |due| due.min(at))),
             _ => next_due,
         };
+        let asked = yield_asked(self.slot);
         let idle_us = crate::time::seconds(gucs::IDLE_EXIT_S.get());
         let nothing_due = next_due.is_none_or(|due| due > now);
-        if !delivery.sending()
-            && decisions::leaves_idle(asked, nothing_due, last_work.map(|at| now - at), idle_us)
+        if !self.delivery.sending()
+            && decisions::leaves_idle(
+                asked,
+                nothing_due,
+                self.last_work.map(|at| now - at),
+                idle_us,
+            )
         {
             // (when maintenance is owed, its visit's worker asks instead)
-            let cleanup = match upkeep.owed_at() {
+            let cleanup = match self.upkeep.owed_at() {
                 Some(_) => None,
-                None => session::transaction(|| session.tables(delivery::next_cleanup)),
+                None => session::transaction(|| self.session.tables(delivery::next_cleanup)),
             };
-            if give_up_slot(slot, database, next_due, cleanup, &upkeep, now) {
+            if give_up_slot(
+                self.slot,
+                self.database,
+                next_due,
+                cleanup,
+                &self.upkeep,
+                now,
+            ) {
                 exit_cleanly();
             }
         }
-        let until_idle = last_work.map_or(0, |at| (at + idle_us - now).max(0));
-        // a due time already past that this round could not serve (its
-        // job is locked by someone) is looked at again a little later
-        let until_due = next_due.map_or(i64::MAX, |due| (due - now).max(MIN_SLEEP_US));
+        let until_idle = self.last_work.map_or(0, |at| (at + idle_us - now).max(0));
+        // a due time already past that this round could not serve (its job
+        // is locked by someone) is looked at again a little later
+        let until_due = next_due.map_or(i64::MAX, |due| (due - now).max(decisions::MIN_SLEEP_US));
         let timeout_us = (gucs::POLL_INTERVAL_MS.get() as i64 * 1000)
             .min(until_idle)
             .min(until_due)
-            .min(upkeep.next_at() - now)
+            .min(self.upkeep.next_at() - now)
             .max(1000);
-        next_round_at = now + timeout_us;
+        self.next_round_at = now + timeout_us;
         // (while webhook requests are open, an outcome coming back ends the
         // sleep too: the top of the loop records it)
-        if delivery.sending() {
-            sleep_us(timeout_us.min(SENDING_WAIT_US), delivery.answered_fd());
+        if self.delivery.sending() {
+            sleep_us(
+                timeout_us.min(decisions::SENDING_WAIT_US),
+                self.delivery.answered_fd(),
+            );
         } else {
             sleep_us(timeout_us, None);
         }
@@ -379,17 +454,6 @@ fn sleep_us(timeout_us: i64, answered: Option<std::os::fd::RawFd>) {
         pg_sys::ResetLatch(pg_sys::MyLatch);
     }
 }
-
-/// How long a worker asked for its slot waits for its open webhook
-/// requests before it leaves them to the next worker.
-const HANDOVER_GRACE_US: i64 = 2 * crate::time::SECOND_US;
-
-/// The longest a worker with webhook requests open sleeps (an outcome
-/// coming back wakes it before).
-const SENDING_WAIT_US: i64 = 100_000;
-
-/// The least a worker sleeps when a round found nothing it could do.
-const MIN_SLEEP_US: i64 = 100_000;
 
 /// Takes in a wake-up sent by a commit, if one came, and records how long
 /// it took to arrive.

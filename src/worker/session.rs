@@ -36,6 +36,7 @@ pub fn transaction<R>(f: impl FnOnce() -> R) -> R {
 /// The search_path of the worker's statements: the extension's schema
 /// after pg_catalog, so that nothing another role creates can stand in
 /// for what they call.
+#[derive(Clone)]
 pub struct Session {
     extension: pg_sys::Oid,
     search_path: CString,
