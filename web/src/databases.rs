@@ -42,9 +42,12 @@ impl Databases {
             .or(base.get_user())
             .unwrap_or("postgres")
             .to_string();
-        // Appended to the URL's own options, so these win.
+        // Appended to the URL's own options, so these win. No JIT: the
+        // pages' statements are short, and the views' estimates on a small
+        // or unanalysed database can pass jit_above_cost, when compiling
+        // costs a second that the statement itself does not.
         let options = format!(
-            "{} -c statement_timeout={} -c idle_in_transaction_session_timeout={}",
+            "{} -c statement_timeout={} -c idle_in_transaction_session_timeout={} -c jit=off",
             base.get_options().unwrap_or(""),
             statement_timeout.as_millis(),
             statement_timeout.as_millis() * 2
@@ -149,11 +152,17 @@ impl Databases {
     /// A connection to `database` if the extension is installed there; a
     /// name that is not such a database is "not found", not a connection.
     pub async fn served_client(&self, database: &str) -> Result<Client, Failure> {
+        self.require_served(database).await?;
+        self.client(database).await
+    }
+
+    /// "Not found" unless the extension is installed in `database`.
+    pub async fn require_served(&self, database: &str) -> Result<(), Failure> {
         if !self.served().await?.iter().any(|name| name == database) {
             return Err(Failure::NotFound(format!(
                 "no database {database:?} with the queue extension"
             )));
         }
-        self.client(database).await
+        Ok(())
     }
 }

@@ -21,6 +21,12 @@ pub enum Failure {
     NotFound(String),
     Forbidden(String),
     BadRequest(String),
+    /// An action over many jobs that was refused part of the way: what it
+    /// had done before.
+    Partial {
+        done: String,
+        failure: Box<Failure>,
+    },
 }
 
 impl From<tokio_postgres::Error> for Failure {
@@ -53,6 +59,9 @@ impl Failure {
             } => format!("{message} (SQLSTATE {sqlstate})"),
             Failure::Connection(m) => format!("cannot reach the database: {m}"),
             Failure::NotFound(m) | Failure::Forbidden(m) | Failure::BadRequest(m) => m.clone(),
+            Failure::Partial { done, failure } => {
+                format!("{} ({done} before that)", failure.summary())
+            }
         }
     }
 
@@ -68,13 +77,18 @@ impl Failure {
             Failure::NotFound(_) => StatusCode::NOT_FOUND,
             Failure::Forbidden(_) => StatusCode::FORBIDDEN,
             Failure::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Failure::Partial { failure, .. } => failure.status(),
         }
     }
 }
 
 impl IntoResponse for Failure {
     fn into_response(self) -> Response {
-        let (sqlstate, message, detail, hint) = match &self {
+        let (before, this) = match self {
+            Failure::Partial { done, failure } => (Some(done), *failure),
+            other => (None, other),
+        };
+        let (sqlstate, message, detail, hint) = match &this {
             Failure::Database {
                 sqlstate,
                 message,
@@ -86,12 +100,12 @@ impl IntoResponse for Failure {
                 detail.clone(),
                 hint.clone(),
             ),
-            _ => (None, self.summary(), None, None),
+            _ => (None, this.summary(), None, None),
         };
         let page = render::page(
             "error.html",
-            context! { sqlstate, message, detail, hint, title => "Refused" },
+            context! { sqlstate, message, detail, hint, before, title => "Refused" },
         );
-        (self.status(), page).into_response()
+        (this.status(), page).into_response()
     }
 }

@@ -2,12 +2,17 @@
 //! API, like any other client (docs/dashboard.md).
 
 mod args;
+mod cause;
 mod chart;
 mod databases;
+mod dead_letters;
 mod failure;
+mod filters;
 mod hosts;
+mod launcher;
 mod masking;
 mod pages;
+mod refresh;
 mod render;
 mod rights;
 mod routes;
@@ -15,6 +20,7 @@ mod samples;
 mod security;
 mod state;
 mod stats;
+mod stuck;
 mod urls;
 
 use std::sync::Arc;

@@ -15,6 +15,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         ("jobs.html", include_str!("../templates/jobs.html")),
         ("job.html", include_str!("../templates/job.html")),
         ("confirm.html", include_str!("../templates/confirm.html")),
+        ("dead.html", include_str!("../templates/dead.html")),
         ("chart.html", include_str!("../templates/chart.html")),
         ("error.html", include_str!("../templates/error.html")),
     ] {

@@ -17,6 +17,10 @@ pub struct Rights {
     pub pause: bool,
     pub resume: bool,
     pub purge: bool,
+    /// Purging chosen jobs: queue_purge with their ids (0.4), and whether
+    /// this database's extension has that form at all.
+    pub purge_ids: bool,
+    pub has_purge_ids: bool,
     pub run_schedule: bool,
     /// Whether the role may read queue_queues: the queues' owners and
     /// options.
@@ -36,6 +40,7 @@ impl Rights {
             retry: row.get("retry"),
             cancel: row.get("cancel"),
             reads_queues: row.get("reads_queues"),
+            has_purge_ids: row.get("has_purge_ids"),
             ..Rights::default()
         }
     }
@@ -67,10 +72,12 @@ impl Rights {
             (&mut rights.pause, "pause"),
             (&mut rights.resume, "resume"),
             (&mut rights.purge, "purge"),
+            (&mut rights.purge_ids, "purge_ids"),
             (&mut rights.run_schedule, "run_schedule"),
         ] {
             *field = row.get(function);
-            if !*field {
+            // (purge_ids is queue_purge too, or missing from this version)
+            if !*field && function != "purge_ids" {
                 revoked.push(format!("queue_{function}"));
             }
         }

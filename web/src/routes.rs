@@ -7,7 +7,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use crate::hosts::{self, Hosts};
-use crate::pages::{actions, cluster, confirm, jobs, queue};
+use crate::pages::{actions, cluster, confirm, dead, dead_actions, heads, job, jobs, queue};
 use crate::security;
 use crate::state::App;
 
@@ -16,9 +16,19 @@ use crate::state::App;
 pub fn router(app: Arc<App>, hosts: Arc<Hosts>) -> Router {
     Router::new()
         .route("/", get(cluster::show))
+        .route("/dead", get(dead::cluster))
+        .route(
+            "/dead/{act}",
+            get(dead_actions::ask_cluster).post(dead_actions::act_cluster),
+        )
         .route("/db/{db}", get(|| async { Redirect::to("/") }))
         .route("/db/{db}/queue/{queue}", get(queue::show))
         .route("/db/{db}/queue/{queue}/jobs", get(jobs::list))
+        .route("/db/{db}/queue/{queue}/dead", get(dead::queue))
+        .route(
+            "/db/{db}/queue/{queue}/dead/{act}",
+            get(dead_actions::ask_queue).post(dead_actions::act_queue),
+        )
         .route("/db/{db}/queue/{queue}/pause", post(actions::pause))
         .route("/db/{db}/queue/{queue}/resume", post(actions::resume))
         .route(
@@ -26,11 +36,16 @@ pub fn router(app: Arc<App>, hosts: Arc<Hosts>) -> Router {
             get(confirm::purge).post(actions::purge),
         )
         .route("/db/{db}/job", get(jobs::lookup))
-        .route("/db/{db}/job/{id}", get(jobs::show))
+        .route("/db/{db}/job/{id}", get(job::show))
         .route("/db/{db}/job/{id}/retry", post(actions::retry))
         .route(
             "/db/{db}/job/{id}/cancel",
             get(confirm::cancel).post(actions::cancel),
+        )
+        .route("/db/{db}/job/{id}/run-now", post(heads::run_now))
+        .route(
+            "/db/{db}/job/{id}/let-go",
+            get(heads::ask_let_go).post(heads::let_go),
         )
         .route("/db/{db}/schedule/{name}/run", post(actions::run_schedule))
         .layer(axum::middleware::from_fn_with_state(

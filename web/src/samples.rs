@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::stats::QueueRow;
+use crate::stuck::Stuck;
 
 /// Samples kept per queue: an hour at the default interval of 10 s.
 const KEPT: usize = 360;
@@ -28,6 +29,8 @@ pub struct Samples {
     /// Each database's latest reading, and when it was taken, for the
     /// cluster page.
     latest: Mutex<HashMap<String, (f64, Vec<QueueRow>)>>,
+    /// What each database's latest reading found stuck (stuck.rs).
+    stuck: Mutex<HashMap<String, (f64, Stuck)>>,
 }
 
 fn now() -> f64 {
@@ -43,6 +46,7 @@ impl Samples {
             interval,
             series: Mutex::new(HashMap::new()),
             latest: Mutex::new(HashMap::new()),
+            stuck: Mutex::new(HashMap::new()),
         }
     }
 
@@ -53,6 +57,21 @@ impl Samples {
         let (at, rows) = latest.get(database)?;
         let age = now() - at;
         (age < 2.0 * self.interval.as_secs_f64()).then(|| (age, rows.clone()))
+    }
+
+    /// What `database`'s latest reading found stuck, if it is younger than
+    /// two intervals.
+    pub fn stuck(&self, database: &str) -> Option<Stuck> {
+        let stuck = self.stuck.lock().unwrap();
+        let (at, found) = stuck.get(database)?;
+        (now() - at < 2.0 * self.interval.as_secs_f64()).then(|| found.clone())
+    }
+
+    pub fn record_stuck(&self, database: &str, found: &Stuck) {
+        self.stuck
+            .lock()
+            .unwrap()
+            .insert(database.to_string(), (now(), found.clone()));
     }
 
     /// Keeps a reading of `database`'s queues; a page's reading counts too,
@@ -85,6 +104,15 @@ impl Samples {
                 backlog: row.pending + row.scheduled,
             });
         }
+    }
+
+    /// Every queue's samples, of every database (the cluster's charts).
+    pub fn all(&self) -> Vec<Vec<Sample>> {
+        let series = self.series.lock().unwrap();
+        series
+            .values()
+            .map(|kept| kept.iter().copied().collect())
+            .collect()
     }
 
     pub fn of(&self, database: &str, queue: &str) -> Vec<Sample> {

@@ -4,10 +4,12 @@ use std::sync::Arc;
 
 use crate::args::Args;
 use crate::databases::Databases;
+use crate::failure::Failure;
 use crate::masking::mask_password;
 use crate::samples::Samples;
 use crate::security::Security;
 use crate::stats;
+use crate::stuck;
 
 pub struct App {
     pub databases: Databases,
@@ -28,6 +30,17 @@ impl App {
     }
 }
 
+/// Reads `database`'s counts and what is stuck there now, and keeps them
+/// as its latest reading.
+pub async fn read(app: &App, database: &str) -> Result<Vec<stats::QueueRow>, Failure> {
+    let client = app.databases.client(database).await?;
+    let rows = stats::fetch(&client).await?;
+    app.samples.record(database, &rows);
+    let found = stuck::fetch(&client, &rows).await;
+    app.samples.record_stuck(database, &found);
+    Ok(rows)
+}
+
 /// Samples every served database at each interval, one database after the
 /// other (the sampler never needs more than one connection at a time).
 pub async fn sample_forever(app: Arc<App>) {
@@ -39,11 +52,7 @@ pub async fn sample_forever(app: Arc<App>) {
             continue;
         };
         for database in databases {
-            if let Ok(client) = app.databases.client(&database).await {
-                if let Ok(rows) = stats::fetch(&client).await {
-                    app.samples.record(&database, &rows);
-                }
-            }
+            let _ = read(&app, &database).await;
         }
     }
 }

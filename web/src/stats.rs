@@ -19,6 +19,8 @@ pub struct QueueRow {
     pub succeeded: i64,
     pub failed: i64,
     pub cancelled: i64,
+    /// Pending jobs waiting for their parents (0.4).
+    pub blocked: i64,
     pub oldest_due_secs: Option<f64>,
     pub enqueued_total: i64,
     pub succeeded_total: i64,
@@ -43,6 +45,7 @@ pub async fn fetch(client: &Client) -> Result<Vec<QueueRow>, Failure> {
             succeeded: row.get("succeeded"),
             failed: row.get("failed"),
             cancelled: row.get("cancelled"),
+            blocked: row.get("blocked"),
             oldest_due_secs: row.get("oldest_due_secs"),
             enqueued_total: row.get("enqueued_total"),
             succeeded_total: row.get("succeeded_total"),

@@ -1,7 +1,10 @@
-//! The main path in a real browser, headless Chromium (Debian's package):
+//! The main paths in a real browser, headless Chromium (Debian's package):
 //! the cluster page, a queue, its dead letter, retry it, see it pending;
-//! then purge the queue's dead letters through the confirmation page.
-//! Screenshots of each step are kept in target/queue-web-screenshots/.
+//! then purge the queue's dead letters through the confirmation page. And
+//! a bad night: the cluster page reloads on its own and says what is stuck;
+//! the dead letters by cause, some of one cause retried and all of another
+//! purged; a stuck group let go. Screenshots of each step are kept in
+//! target/queue-web-screenshots/.
 
 mod common;
 
@@ -86,12 +89,37 @@ impl Drop for Profile {
     }
 }
 
-#[test]
-fn retry_a_dead_letter_in_a_browser() {
+/// Headless Chromium with a fresh profile.
+fn chromium(profile: &Profile) -> Browser {
     assert!(
         std::path::Path::new(CHROMIUM).exists(),
         "{CHROMIUM} is missing: make setup installs Debian's chromium"
     );
+    let args = [
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ];
+    Browser::new(
+        LaunchOptions::default_builder()
+            .path(Some(PathBuf::from(CHROMIUM)))
+            .headless(true)
+            .sandbox(false)
+            .user_data_dir(Some(profile.0.clone()))
+            .window_size(Some((1280, 900)))
+            .args(args.iter().map(OsStr::new).collect())
+            .idle_browser_timeout(Duration::from_secs(120))
+            .build()
+            .unwrap(),
+    )
+    .expect("Chromium starts")
+}
+
+#[test]
+fn retry_a_dead_letter_in_a_browser() {
     let cluster = cluster(&[]);
     let mut db = cluster.connect();
     // (each statement in a transaction of its own, as producers and consumers run)
@@ -118,27 +146,7 @@ fn retry_a_dead_letter_in_a_browser() {
     let web = Web::start(&url(&cluster, "postgres", DB), &["--sample-interval", "1"]);
 
     let profile = Profile::new();
-    let args = [
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ];
-    let browser = Browser::new(
-        LaunchOptions::default_builder()
-            .path(Some(PathBuf::from(CHROMIUM)))
-            .headless(true)
-            .sandbox(false)
-            .user_data_dir(Some(profile.0.clone()))
-            .window_size(Some((1280, 900)))
-            .args(args.iter().map(OsStr::new).collect())
-            .idle_browser_timeout(Duration::from_secs(120))
-            .build()
-            .unwrap(),
-    )
-    .expect("Chromium starts");
+    let browser = chromium(&profile);
     let tab = browser.new_tab().unwrap();
     tab.set_default_timeout(Duration::from_secs(30));
 
@@ -240,11 +248,13 @@ fn retry_a_dead_letter_in_a_browser() {
     };
     let before = failed();
     assert!(before > 0);
-    click(
-        &tab,
-        "a[href='/db/queue_test/queue/emails']",
-        "/queue/emails",
-    );
+    // (the page without its reload, which would undo the choice in the menu)
+    tab.navigate_to(&format!(
+        "{}/db/queue_test/queue/emails?refresh=off",
+        web.base
+    ))
+    .unwrap();
+    tab.wait_until_navigated().unwrap();
     let select = tab.wait_for_element("select[name=status]").unwrap();
     select.focus().unwrap();
     tab.type_str("failed").unwrap();
@@ -263,4 +273,237 @@ fn retry_a_dead_letter_in_a_browser() {
     assert!(note.contains(&format!("Purged {before} jobs.")), "{note}");
     assert_eq!(failed(), 0);
     screenshot(&tab, "6-purged.png");
+}
+
+/// Opens `path` and waits until the page's main text holds `wanted`.
+fn open(tab: &Tab, base: &str, path: &str, wanted: &str) -> String {
+    tab.navigate_to(&format!("{base}{path}")).unwrap();
+    tab.wait_until_navigated().unwrap();
+    let body = text_of(tab, "main");
+    assert!(
+        body.contains(wanted),
+        "{path} does not say {wanted:?}: {body}"
+    );
+    body
+}
+
+#[test]
+fn triage_dead_letters_and_let_a_stuck_group_go_in_a_browser() {
+    let cluster = cluster(&[]);
+    // three dead letters of the same cause in another database, first
+    cluster
+        .connect_to("tenant2")
+        .batch_execute(
+            "SELECT queue_create('notify', max_attempts => 1);
+             SELECT queue_enqueue('notify', jsonb_build_object('to', 'ops' || i || '@example.org'))
+               FROM generate_series(1, 3) i;
+             SELECT queue_fail(c.id, c.lease, 'SMTP 550: mailbox ' || (c.payload->>'to') || ' unavailable')
+               FROM queue_claim('notify', 'mailer-9', 3) c;",
+        )
+        .unwrap();
+    let mut db = cluster.connect();
+    for statement in [
+        // a queue nobody takes from, and a paused one with due jobs
+        "SELECT queue_create('reports')",
+        "SELECT queue_enqueue('reports', '{}') FROM generate_series(1, 5)",
+        "SELECT queue_create('exports')",
+        "SELECT queue_enqueue('exports', '{}') FROM generate_series(1, 2)",
+        "SELECT queue_pause('exports')",
+        "SELECT queue_create('mail', max_attempts => 1)",
+        "SELECT queue_enqueue('mail', jsonb_build_object('to', 'user' || i || '@example.com'))
+           FROM generate_series(1, 12) i",
+        "SELECT queue_fail(c.id, c.lease, 'SMTP 550: mailbox ' || (c.payload->>'to') || ' unavailable')
+           FROM queue_claim('mail', 'mailer-1', 8) c",
+        "SELECT queue_fail(c.id, c.lease, 'connect to 10.0.0.' || c.id || ':25 timed out after 30 s')
+           FROM queue_claim('mail', 'mailer-2', 4) c",
+        "SELECT queue_create('orders', ordered => true)",
+        "SELECT queue_enqueue('orders', jsonb_build_object('order', i), group_key => 'customer-7')
+           FROM generate_series(1, 4) i",
+    ] {
+        db.batch_execute(statement).unwrap();
+    }
+    // customer-7's head fails and waits an hour for its retry
+    let head: i64 = db
+        .query_one(
+            "SELECT c.id FROM queue_claim('orders', 'billing-1', 1) c,
+                    queue_fail(c.id, c.lease, 'card declined: insufficient funds (order ' || c.id || ')',
+                               retry_in => '1 hour') f",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let web = Web::start(&url(&cluster, "postgres", DB), &["--sample-interval", "1"]);
+    let profile = Profile::new();
+    let browser = chromium(&profile);
+    let tab = browser.new_tab().unwrap();
+    tab.set_default_timeout(Duration::from_secs(30));
+
+    // the cluster page reloads on its own (a meta refresh, no script): a
+    // queue created after it was opened appears
+    open(&tab, &web.base, "/", "What is stuck");
+    db.batch_execute("SELECT queue_create('arrived_later')")
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // (read as it reloads: a read that meets the page between two loads is
+    // tried again)
+    while !tab
+        .find_element("main")
+        .and_then(|main| main.get_inner_text())
+        .is_ok_and(|text| text.contains("arrived_later"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the page did not reload on its own"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let title = tab.get_title().unwrap();
+    assert!(title.contains("queue-web"), "no script ran: {title}");
+
+    // what is stuck: customer-7, waiting on its failing head; a queue
+    // nobody takes from (once six readings show nothing moved), a paused one
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let body = loop {
+        let body = open(
+            &tab,
+            &web.base,
+            "/",
+            "Group customer-7 of queue_test › orders",
+        );
+        if body.contains("no consumer is seen") {
+            break body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no queue nobody takes from: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(
+        body.contains("Queue queue_test › reports: 5 jobs due"),
+        "{body}"
+    );
+    assert!(
+        body.contains("Queue queue_test › exports: 2 jobs due"),
+        "{body}"
+    );
+    assert!(body.contains("and the queue is paused"), "{body}");
+    assert!(
+        body.contains(&format!(
+            "waits on its head, job {head}, which failed 1 of 5 attempts"
+        )),
+        "{body}"
+    );
+    assert!(
+        body.contains("Last error: card declined: insufficient funds"),
+        "{body}"
+    );
+    screenshot(&tab, "7-stuck.png");
+
+    // the dead letters by cause, cluster-wide
+    click(&tab, "#dead-link", "/dead");
+    let causes = text_of(&tab, "#causes");
+    assert!(
+        causes.contains("SMTP <n>: mailbox <email> unavailable"),
+        "{causes}"
+    );
+    assert!(
+        causes.contains("connect to <ip> timed out after <n> s"),
+        "{causes}"
+    );
+    assert!(
+        causes.contains("queue_test › mail 8") && causes.contains("tenant2 › notify 3"),
+        "{causes}"
+    );
+    screenshot(&tab, "8-dead-letters.png");
+
+    // one cause: tick two of its jobs, retry them
+    click(&tab, "#causes tr.cause a[href^='/dead?cause=']", "?cause=");
+    assert_eq!(text_of(&tab, "#cause-count"), "11");
+    let boxes = tab.find_elements("input[name=job]").unwrap();
+    assert_eq!(boxes.len(), 11);
+    // (the list is by database: the first two are queue_test's)
+    let picked: Vec<i64> = boxes[..2]
+        .iter()
+        .map(|b| {
+            let value = b.get_attribute_value("value").unwrap().unwrap();
+            let (db, id) = value.rsplit_once(':').unwrap();
+            assert_eq!(db, DB);
+            id.parse().unwrap()
+        })
+        .collect();
+    for b in &boxes[..2] {
+        b.click().unwrap();
+    }
+    screenshot(&tab, "9-cause.png");
+    click(&tab, "#retry-chosen", "/dead/retry?");
+    let what = text_of(&tab, "#what");
+    assert!(
+        what.contains("This retries the 2 dead letters you chose"),
+        "{what}"
+    );
+    let status = |db: &mut common::Client, id: i64| -> String {
+        db.query_one("SELECT status FROM queue_job($1)", &[&id])
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!(
+        status(&mut db, picked[0]),
+        "failed",
+        "asking retries nothing"
+    );
+    screenshot(&tab, "10-retry-chosen.png");
+    click(&tab, "#confirm", "done=retried-many");
+    assert!(text_of(&tab, "#note").contains("Retried 2 dead letters"));
+    for id in &picked {
+        assert_eq!(status(&mut db, *id), "pending");
+    }
+
+    // the other cause: purge all of it
+    let timeouts = |db: &mut common::Client| -> i64 {
+        db.query_one(
+            "SELECT count(*) FROM queue_failed WHERE last_error LIKE 'connect to %'",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    };
+    assert_eq!(timeouts(&mut db), 4);
+    open(&tab, &web.base, "/dead", "connect to <ip>");
+    let link = tab
+        .find_elements("#causes tr.cause a[href^='/dead?cause=']")
+        .unwrap()
+        .into_iter()
+        .find(|a| a.get_inner_text().unwrap().starts_with("connect to"))
+        .expect("the timeouts' cause");
+    let href = link.get_attribute_value("href").unwrap().unwrap();
+    click(&tab, &format!("a[href='{href}']"), "?cause=");
+    click(&tab, "#purge-all", "/dead/purge?");
+    let what = text_of(&tab, "#what");
+    assert!(
+        what.contains("This deletes the 4 dead letters, whose cause is"),
+        "{what}"
+    );
+    click(&tab, "#confirm", "done=purged-many");
+    assert!(text_of(&tab, "#note").contains("Purged 4 dead letters."));
+    assert_eq!(timeouts(&mut db), 0);
+
+    // let the stuck group go: a page says what it ends, then the group
+    // moves on and the line is gone
+    open(&tab, &web.base, "/?refresh=off", "Group customer-7");
+    click(&tab, "button.let-go", "/let-go");
+    let what = text_of(&tab, "#what");
+    assert!(
+        what.contains(&format!(
+            "Job {head} is pending, the head of group customer-7"
+        )),
+        "{what}"
+    );
+    screenshot(&tab, "11-let-go.png");
+    click(&tab, "#confirm", "done=let-go");
+    assert!(text_of(&tab, "#note").contains(&format!("Let go: job {head} is cancelled")));
+    let body = text_of(&tab, "main");
+    assert!(!body.contains("Group customer-7"), "{body}");
+    assert_eq!(status(&mut db, head), "cancelled");
+    screenshot(&tab, "12-released.png");
 }

@@ -407,6 +407,41 @@ fn a_role_is_offered_only_what_it_may_do_and_the_database_refuses_the_rest() {
         .unwrap()
         .get(0);
     assert!(!paused);
+
+    // its dead letters by cause: shown, neither retry (revoked) nor purge
+    // (not the owner) offered; posted anyway, the database refuses
+    let triage = s.get("/db/queue_test/queue/emails/dead");
+    assert_eq!(triage.status, 200);
+    let text = triage.text();
+    assert!(text.contains("1 dead letter in 1 cause"), "{text}");
+    assert!(
+        !text.contains("Retry…") && !text.contains("Purge…"),
+        "{text}"
+    );
+    assert!(text.contains("may not read who owns the queue"), "{text}");
+    assert!(text.contains("Retry is not offered where this role may not execute queue_retry"));
+    let cause = cause_ids(&triage)[0].clone();
+    let page = s.get(&format!(
+        "/db/queue_test/queue/emails/dead/purge?cause={cause}"
+    ));
+    assert!(!page.has_forms(), "{}", page.text());
+    let job = format!("queue_test:{dead}");
+    for act in ["retry", "purge"] {
+        let page = s.post(
+            &format!("/db/queue_test/queue/emails/dead/{act}"),
+            &[
+                ("csrf", &csrf),
+                ("cause", &cause),
+                ("counted", "1"),
+                ("job", &job),
+            ],
+        );
+        assert_eq!(page.status, 403, "{act}: {}", page.text());
+        let text = page.text();
+        assert!(text.contains("(SQLSTATE 42501)"), "{act}: {text}");
+        assert!(!text.contains("Before this refusal"));
+    }
+    assert_eq!(status_of(&mut db, dead), "failed");
     drop(web);
 
     // a role that may read the owners is offered its own queue's actions only
@@ -798,16 +833,36 @@ fn read_only_hides_every_action_and_refuses_posts() {
         .unwrap();
     let web = Web::start(&url(&cluster, "postgres", DB), &["--read-only"]);
     let mut s = web.session();
+    let cause = cause_ids(&s.get("/dead"))[0].clone();
     for path in [
         "/",
         "/db/queue_test/queue/emails",
         &format!("/db/queue_test/job/{dead}"),
+        "/dead",
+        &format!("/dead?cause={cause}"),
+        "/db/queue_test/queue/emails/dead",
     ] {
         let page = s.get(path);
         assert_eq!(page.status, 200);
         assert!(!page.has_forms(), "{path} has a form");
+        assert!(
+            !page.html.contains("type=\"checkbox\""),
+            "{path} has a choice"
+        );
         assert!(page.text().contains("read-only"));
     }
+    for path in [
+        format!("/dead/retry?cause={cause}"),
+        format!("/dead/purge?cause={cause}"),
+        format!("/db/queue_test/job/{dead}/let-go"),
+    ] {
+        assert_eq!(s.get(&path).status, 403, "{path}");
+    }
+    let page = s.post(
+        "/dead/retry",
+        &[("csrf", "x"), ("cause", &cause), ("counted", "1")],
+    );
+    assert_eq!(page.status, 403);
     let page = s.post(
         &format!("/db/queue_test/job/{dead}/retry"),
         &[("csrf", "x")],
@@ -1015,6 +1070,11 @@ fn a_database_waiting_for_a_worker_slot_is_shown() {
         let text = s.get("/").text();
         if text.contains("1 database waiting for a slot") {
             assert!(text.contains("waiting for slot"));
+            // and on the list of what is stuck
+            assert!(
+                text.contains("has work for a worker and waits for a slot"),
+                "{text}"
+            );
             break;
         }
         assert!(
@@ -1023,4 +1083,753 @@ fn a_database_waiting_for_a_worker_slot_is_shown() {
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+}
+
+/// The values of `attribute="..."` that follow `marker` in `html`, in order.
+fn values_after(html: &str, marker: &str) -> Vec<String> {
+    html.split(marker)
+        .skip(1)
+        .map(|rest| rest[..rest.find('"').unwrap()].to_string())
+        .collect()
+}
+
+/// The causes a triage page links to, in its order (the most frequent first).
+fn cause_ids(page: &common::Page) -> Vec<String> {
+    let mut ids = values_after(&page.html, "?cause=");
+    ids.dedup();
+    ids
+}
+
+fn count_of(client: &mut common::Client, sql: &str) -> i64 {
+    client.query_one(sql, &[]).unwrap().get(0)
+}
+
+/// The form a confirmation page posts, as its fields (each hidden input).
+fn confirmation_form(page: &common::Page) -> Vec<(String, String)> {
+    page.html
+        .split("<input type=\"hidden\" name=\"")
+        .skip(1)
+        .map(|rest| {
+            let name = &rest[..rest.find('"').unwrap()];
+            let value = values_after(rest, "value=\"")[0].clone();
+            (name.to_string(), value.replace("&#x3a;", ":"))
+        })
+        .collect()
+}
+
+fn post_form(s: &mut common::Session, path: &str, form: &[(String, String)]) -> common::Page {
+    let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    s.post(path, &form)
+}
+
+#[test]
+fn dead_letters_are_grouped_by_cause_and_a_cause_is_retried_or_purged() {
+    let cluster = cluster(&[]);
+    let mut db = cluster.connect();
+    db.batch_execute(
+        "SELECT queue_create('mail', max_attempts => 1);
+         SELECT queue_enqueue('mail', jsonb_build_object('n', i)) FROM generate_series(1, 9) i;
+         SELECT queue_fail(c.id, c.lease, 'SMTP 550: mailbox user' || c.id || '@example.com unavailable')
+           FROM queue_claim('mail', 'w1', 6) c;
+         SELECT queue_fail(c.id, c.lease, 'timeout after ' || c.id || ' s <b>')
+           FROM queue_claim('mail', 'w1', 3) c;",
+    )
+    .unwrap();
+    cluster
+        .connect_to("tenant2")
+        .batch_execute(
+            "SELECT queue_create('hooks', max_attempts => 1);
+             SELECT queue_enqueue('hooks', '{}') FROM generate_series(1, 2);
+             SELECT queue_fail(c.id, c.lease, 'SMTP 550: mailbox ops' || c.id || '@example.org unavailable')
+               FROM queue_claim('hooks', 'w1', 2) c;",
+        )
+        .unwrap();
+    let web = Web::start(&url(&cluster, "postgres", DB), &[]);
+    let mut s = web.session();
+    let base = "/db/queue_test/queue/mail/dead";
+
+    // a queue's causes: the most frequent first, with counts and a sample,
+    // the markup of an error shown as text
+    let page = s.get(base);
+    assert_eq!(page.status, 200);
+    let text = page.text();
+    assert!(text.contains("9 dead letters in 2 causes"), "{text}");
+    let smtp_at = text
+        .find("SMTP <n>: mailbox <email> unavailable")
+        .expect(&text);
+    let timeout_at = text.find("timeout after <n> s <b>").expect(&text);
+    assert!(smtp_at < timeout_at, "the most frequent first");
+    assert!(!page.html.contains("<b>"), "markup is escaped");
+    assert!(text.contains("queue_test › mail</a> 6"), "{text}");
+    let causes = cause_ids(&page);
+    assert_eq!(causes.len(), 2);
+    let (smtp, timeout) = (causes[0].clone(), causes[1].clone());
+    // (the queue page and the cluster page lead here)
+    assert!(s
+        .get("/db/queue_test/queue/mail")
+        .text()
+        .contains(&format!("href=\"{base}\"")));
+    assert!(s
+        .get("/?fresh=1")
+        .text()
+        .contains(&format!("href=\"{base}\"")));
+
+    // the cluster's: the same cause in both databases, in one group
+    let page = s.get("/dead");
+    let text = page.text();
+    assert!(text.contains("11 dead letters in 2 causes"), "{text}");
+    assert!(
+        text.contains("queue_test › mail</a> 6") && text.contains("tenant2 › hooks</a> 2"),
+        "{text}"
+    );
+    assert_eq!(cause_ids(&page)[0], smtp);
+
+    // one cause's jobs, to choose from
+    let page = s.get(&format!("{base}?cause={smtp}"));
+    assert!(
+        page.html.contains("id=\"cause-count\">6<"),
+        "{}",
+        page.text()
+    );
+    let chosen = values_after(&page.html, "name=\"job\" value=\"");
+    assert_eq!(chosen.len(), 6);
+    assert!(chosen.iter().all(|v| v.starts_with("queue_test:")));
+    let page = s.get(&format!("{base}?cause=0000000000000000"));
+    assert!(page.text().contains("No dead letter has this cause now"));
+    assert_eq!(s.get("/db/queue_test/queue/nothere/dead").status, 404);
+
+    // retry a whole cause: the page counts it and changes nothing
+    let ask = s.get(&format!("{base}/retry?cause={smtp}"));
+    assert_eq!(ask.status, 200);
+    assert!(
+        ask.text().contains(
+            "This retries the 6 dead letters, whose cause is “SMTP <n>: mailbox <email> \
+             unavailable”, in queue_test › mail (6)"
+        ),
+        "{}",
+        ask.text()
+    );
+    assert!(ask.text().contains("Retry 6 dead letters"));
+    let failed = "SELECT count(*) FROM queue_jobs WHERE queue = 'mail' AND status = 'failed'";
+    assert_eq!(count_of(&mut db, failed), 9, "asking retries nothing");
+    // one more of that cause fails after the confirmation: not retried
+    db.batch_execute(
+        "SELECT queue_enqueue('mail', '{}');
+         SELECT queue_fail(c.id, c.lease, 'SMTP 550: mailbox late' || c.id || '@example.com unavailable')
+           FROM queue_claim('mail', 'w1', 1) c;",
+    )
+    .unwrap();
+    let form = confirmation_form(&ask);
+    assert!(
+        form.iter().any(|(k, v)| k == "counted" && v == "6"),
+        "{form:?}"
+    );
+    // (no counted: not confirmed)
+    let unconfirmed: Vec<(String, String)> = form
+        .iter()
+        .filter(|(k, _)| k != "counted")
+        .cloned()
+        .collect();
+    assert_eq!(
+        post_form(&mut s, &format!("{base}/retry"), &unconfirmed).status,
+        400
+    );
+    let done = post_form(&mut s, &format!("{base}/retry"), &form);
+    let text = s.follow(&done).text();
+    assert!(
+        text.contains("Retried 6 dead letters: they are pending again."),
+        "{text}"
+    );
+    let pending = "SELECT count(*) FROM queue_jobs WHERE queue = 'mail' AND status = 'pending'";
+    assert_eq!(count_of(&mut db, pending), 6);
+    assert_eq!(count_of(&mut db, failed), 4);
+
+    // purge two chosen dead letters of the timeouts
+    let page = s.get(&format!("{base}?cause={timeout}"));
+    let chosen = values_after(&page.html, "name=\"job\" value=\"");
+    assert_eq!(chosen.len(), 3);
+    let picked: Vec<i64> = chosen[..2]
+        .iter()
+        .map(|v| v.rsplit(':').next().unwrap().parse().unwrap())
+        .collect();
+    let ask = s.get(&format!(
+        "{base}/purge?cause={timeout}&job=queue_test:{}&job=queue_test:{}",
+        picked[0], picked[1]
+    ));
+    let text = ask.text();
+    assert!(
+        text.contains(
+            "This deletes the 2 dead letters you chose, whose cause is “timeout after <n> s <b>”"
+        ),
+        "{text}"
+    );
+    assert_eq!(count_of(&mut db, failed), 4, "asking purges nothing");
+    let form = confirmation_form(&ask);
+    assert_eq!(form.iter().filter(|(k, _)| k == "job").count(), 2);
+    let done = post_form(&mut s, &format!("{base}/purge"), &form);
+    assert!(s.follow(&done).text().contains("Purged 2 dead letters."));
+    for id in &picked {
+        assert!(db
+            .query_opt("SELECT 1 FROM queue_job($1)", &[id])
+            .unwrap()
+            .is_none());
+    }
+    assert_eq!(count_of(&mut db, failed), 2);
+
+    // the cluster's cause, retried in both databases; one chosen job that
+    // was retried meanwhile is counted, not retried twice
+    let page = s.get(&format!("/dead?cause={smtp}"));
+    let chosen = values_after(&page.html, "name=\"job\" value=\"");
+    assert_eq!(chosen.len(), 3, "the late one here, two in tenant2");
+    let ask = s.get(&format!(
+        "/dead/retry?cause={smtp}&{}",
+        chosen
+            .iter()
+            .map(|v| format!("job={v}"))
+            .collect::<Vec<_>>()
+            .join("&")
+    ));
+    assert!(
+        ask.text()
+            .contains("queue_test › mail (1), tenant2 › hooks (2)"),
+        "{}",
+        ask.text()
+    );
+    let late: i64 = chosen
+        .iter()
+        .find(|v| v.starts_with("queue_test:"))
+        .map(|v| v.rsplit(':').next().unwrap().parse().unwrap())
+        .unwrap();
+    db.query_one("SELECT queue_retry($1)", &[&late]).unwrap();
+    let done = post_form(&mut s, "/dead/retry", &confirmation_form(&ask));
+    let text = s.follow(&done).text();
+    assert!(
+        text.contains("Retried 2 dead letters (3 when you confirmed: the others were no longer dead letters)."),
+        "{text}"
+    );
+    let mut tenant2 = cluster.connect_to("tenant2");
+    assert_eq!(
+        count_of(
+            &mut tenant2,
+            "SELECT count(*) FROM queue_jobs WHERE status = 'pending'"
+        ),
+        2
+    );
+    assert!(s.get("/dead").text().contains("1 dead letter in 1 cause"));
+
+    // a POST needs its session's CSRF token
+    let mut form = confirmation_form(&s.get(&format!("{base}/retry?cause={timeout}")));
+    form.retain(|(k, _)| k != "csrf");
+    assert_eq!(
+        post_form(&mut s, &format!("{base}/retry"), &form).status,
+        403
+    );
+    assert_eq!(count_of(&mut db, failed), 1);
+}
+
+/// The job ids a jobs page lists, in its order.
+fn listed_ids(page: &common::Page) -> Vec<i64> {
+    values_after(&page.text(), "<tr><td><a href=\"/db/queue_test/job/")
+        .iter()
+        .map(|v| v.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn jobs_pages_filter_by_status_error_payload_group_worker_and_time() {
+    let cluster = cluster(&[]);
+    let mut db = cluster.connect();
+    // alpha's three jobs fail (claimed by w1); then of beta's three, the
+    // first succeeds (claimed by w2)
+    let ids = |sql: &str, db: &mut common::Client| -> Vec<i64> {
+        db.query(sql, &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    };
+    db.batch_execute("SELECT queue_create('orders', max_attempts => 1)")
+        .unwrap();
+    let alpha = ids(
+        "SELECT queue_enqueue('orders', jsonb_build_object('customer', 'alpha', 'n', i), group_key => 'g1')
+           FROM generate_series(1, 3) i",
+        &mut db,
+    );
+    db.batch_execute(
+        "SELECT queue_fail(c.id, c.lease, 'HTTP 503 from upstream') FROM queue_claim('orders', 'w1', 3) c",
+    )
+    .unwrap();
+    let beta = ids(
+        "SELECT queue_enqueue('orders', jsonb_build_object('customer', 'beta', 'n', i, 'rush', true), group_key => 'g2')
+           FROM generate_series(1, 3) i",
+        &mut db,
+    );
+    db.batch_execute("SELECT queue_complete(c.id, c.lease) FROM queue_claim('orders', 'w2', 1) c")
+        .unwrap();
+    let finished_at: String = db
+        .query_one(
+            "SELECT (max(finished_at) + interval '1 millisecond')::text FROM queue_jobs WHERE queue = 'orders'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let web = Web::start(&url(&cluster, "postgres", DB), &[]);
+    let mut s = web.session();
+    let jobs = "/db/queue_test/queue/orders/jobs";
+    let newest_first = |ids: &[i64]| {
+        let mut ids = ids.to_vec();
+        ids.sort_by(|a, b| b.cmp(a));
+        ids
+    };
+    let all = newest_first(&[alpha.clone(), beta.clone()].concat());
+    let filtered = |s: &mut common::Session, query: &str| {
+        let page = s.get(&format!("{jobs}?{query}"));
+        assert_eq!(page.status, 200, "{query}: {}", page.text());
+        listed_ids(&page)
+    };
+    assert_eq!(filtered(&mut s, ""), all);
+    assert_eq!(filtered(&mut s, "status=failed"), newest_first(&alpha));
+    assert_eq!(filtered(&mut s, "error=http+503"), newest_first(&alpha));
+    assert_eq!(
+        filtered(&mut s, "status=failed&error=503"),
+        newest_first(&alpha)
+    );
+    assert_eq!(filtered(&mut s, "error=nothing+like+it"), Vec::<i64>::new());
+    assert_eq!(
+        filtered(&mut s, "key=customer&value=beta"),
+        newest_first(&beta)
+    );
+    assert_eq!(
+        filtered(&mut s, "key=n&value=2"),
+        newest_first(&[alpha[1], beta[1]])
+    );
+    assert_eq!(filtered(&mut s, "key=rush"), newest_first(&beta));
+    assert_eq!(
+        filtered(&mut s, "status=failed&key=customer&value=alpha"),
+        newest_first(&alpha)
+    );
+    assert_eq!(filtered(&mut s, "group=g2"), newest_first(&beta));
+    assert_eq!(filtered(&mut s, "worker=w2"), vec![beta[0]]);
+    assert_eq!(
+        filtered(&mut s, "status=failed&worker=w1"),
+        newest_first(&alpha)
+    );
+    assert_eq!(
+        filtered(&mut s, "status=pending&group=g2"),
+        newest_first(&beta[1..])
+    );
+    // a time range: on the finish, or on the enqueue (with a time zone, or the database's)
+    let since = finished_at.replace('+', "%2B").replace(' ', "+");
+    assert_eq!(
+        filtered(&mut s, "time=finished&to=2999-01-01&status=failed"),
+        newest_first(&alpha)
+    );
+    assert_eq!(
+        filtered(&mut s, &format!("time=finished&from={since}")),
+        Vec::<i64>::new()
+    );
+    assert_eq!(
+        filtered(&mut s, &format!("time=finished&to={since}")),
+        newest_first(&[alpha.clone(), vec![beta[0]]].concat())
+    );
+    assert_eq!(
+        filtered(&mut s, "time=enqueued&from=2000-01-01&to=2999-01-01"),
+        all
+    );
+    assert_eq!(
+        filtered(&mut s, "time=enqueued&to=2000-01-01+00:00:00%2B00"),
+        Vec::<i64>::new()
+    );
+    // empty fields, as a form sends them, are no filter
+    assert_eq!(
+        filtered(
+            &mut s,
+            "status=&error=&key=&value=&group=&worker=&from=&to=&time=enqueued"
+        ),
+        all
+    );
+
+    // the form shows the filter, and the status links and the next page keep it
+    let page = s.get(&format!("{jobs}?error=503&group=g1"));
+    assert!(
+        page.html.contains("name=\"error\" value=\"503\""),
+        "{}",
+        page.text()
+    );
+    assert!(
+        page.text().contains("?status=failed&error=503&group=g1\""),
+        "{}",
+        page.text()
+    );
+    db.batch_execute(
+        "SELECT queue_enqueue('orders', jsonb_build_object('customer', 'gamma'), group_key => 'g3')
+           FROM generate_series(1, 60)",
+    )
+    .unwrap();
+    let first = s.get(&format!("{jobs}?group=g3&key=customer&value=gamma"));
+    assert_eq!(listed_ids(&first).len(), 50);
+    let next = values_after(&first.html, "id=\"next\" href=\"")[0].replace("&amp;", "&");
+    assert!(
+        next.starts_with("?key=customer&value=gamma&group=g3&before="),
+        "{next}"
+    );
+    let second = s.get(&format!("{jobs}{next}"));
+    assert_eq!(listed_ids(&second).len(), 10);
+    assert!(listed_ids(&second)
+        .iter()
+        .all(|id| !listed_ids(&first).contains(id)));
+
+    // what cannot be a filter is refused: a status, a value without its key,
+    // a time the database cannot read (its own 22007)
+    assert_eq!(s.get(&format!("{jobs}?status=lost")).status, 400);
+    assert_eq!(s.get(&format!("{jobs}?value=7")).status, 400);
+    assert_eq!(
+        s.get(&format!("{jobs}?time=run_at&from=2000-01-01")).status,
+        400
+    );
+    let page = s.get(&format!("{jobs}?from=yesterday-ish"));
+    assert_eq!(page.status, 400);
+    assert!(page.text().contains("(SQLSTATE 22007)"), "{}", page.text());
+}
+
+/// The cluster page once `wanted` is on it (the sampler reads every
+/// second in these tests), or a failure that shows the page.
+fn cluster_page_with(s: &mut common::Session, wanted: &[&str]) -> common::Page {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let page = s.get("/");
+        let text = page.words();
+        if wanted.iter().all(|w| text.contains(w)) {
+            return page;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cluster page does not say {wanted:?}: {text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn what_is_stuck_is_on_the_cluster_page_and_a_stuck_group_is_let_go() {
+    // no worker fires schedules or delivers (the launcher runs, idle)
+    let cluster = cluster(&["queue.enabled = off"]);
+    let mut db = cluster.connect();
+    db.batch_execute(
+        "SELECT queue_create('orders', ordered => true);
+         SELECT queue_enqueue('orders', jsonb_build_object('n', i), group_key => 'customer-7')
+           FROM generate_series(1, 4) i;
+         SELECT queue_create('idle');
+         SELECT queue_enqueue('idle', '{}') FROM generate_series(1, 3);
+         SELECT queue_create('frozen');
+         SELECT queue_enqueue('frozen', '{}') FROM generate_series(1, 2);
+         SELECT queue_pause('frozen');
+         SELECT queue_schedule('every-second', 'idle', '* * * * * *');",
+    )
+    .unwrap();
+    // the group's head fails, and waits an hour for its retry
+    let fail_head = "SELECT c.id FROM queue_claim('orders', 'w1', 1) c,
+                            queue_fail(c.id, c.lease, 'card declined for order 4411', retry_in => '1 hour') f";
+    let head: i64 = db.query_one(fail_head, &[]).unwrap().get(0);
+    let web = Web::start(&url(&cluster, "postgres", DB), &["--sample-interval", "1"]);
+    let mut s = web.session();
+
+    let page = cluster_page_with(
+        &mut s,
+        &[
+            &format!(
+                "Group customer-7 of queue_test › orders waits on its head, job {head}, which failed \
+                 1 of 5 attempts and is retried in 5"
+            ),
+            "3 jobs wait behind it.",
+            "Last error: card declined for order 4411",
+            // a queue with due jobs nobody claims, one paused
+            "Queue queue_test › idle: 3 jobs due, the oldest for",
+            "no consumer is seen.",
+            "Queue queue_test › frozen: 2 jobs due",
+            "and the queue is paused: nothing is claimed until it is resumed.",
+            // a schedule whose ticks nobody fires
+            "Schedule every-second of queue_test › idle missed its tick of",
+            "queue.enabled is off",
+        ],
+    );
+    let text = page.text();
+    assert!(text.contains(&format!("action=\"/db/queue_test/job/{head}/run-now\"")));
+    let text = format!("{text} {}", page.words());
+    assert!(text.contains(&format!("action=\"/db/queue_test/job/{head}/let-go\"")));
+    assert!(!text.contains("Nothing: no ordered group"));
+    // the workers being off is one line, not every database "waiting for a
+    // slot"; the ordered queue's due jobs are its stuck group's, said there
+    assert!(
+        text.contains("The background workers are off (queue.enabled is off)"),
+        "{text}"
+    );
+    assert!(!text.contains("waits for a slot"), "{text}");
+    assert!(!text.contains("Queue queue_test › orders:"), "{text}");
+
+    // run the head now: cancelled and retried in one statement, due now,
+    // its attempts start over; its line goes
+    let csrf = page.csrf();
+    let run_now = format!("/db/queue_test/job/{head}/run-now");
+    let done = s.post(&run_now, &[("csrf", &csrf), ("status", "pending")]);
+    let page = s.follow(&done);
+    assert!(
+        page.text().contains(&format!("Job {head} runs again now")),
+        "{}",
+        page.text()
+    );
+    assert!(!page.text().contains("Group customer-7"), "{}", page.text());
+    let (status, attempts, due): (String, i32, bool) = {
+        let row = db
+            .query_one(
+                "SELECT status, attempts, run_at <= now() FROM queue_job($1)",
+                &[&head],
+            )
+            .unwrap();
+        (row.get(0), row.get(1), row.get(2))
+    };
+    assert_eq!((status.as_str(), attempts, due), ("pending", 0, true));
+
+    // offered while pending, then run again and claimed before the click:
+    // nothing is done
+    let again: i64 = db.query_one(fail_head, &[]).unwrap().get(0);
+    assert_eq!(again, head, "the head stays at its group's head");
+    let page = cluster_page_with(
+        &mut s,
+        &[&format!("its head, job {head}, which failed 1 of 5")],
+    );
+    let csrf = page.csrf();
+    db.query_one("SELECT queue_cancel($1) AND queue_retry($1)", &[&head])
+        .unwrap();
+    let row = db
+        .query_one(
+            "SELECT id, lease::text FROM queue_claim('orders', 'w2', 1)",
+            &[],
+        )
+        .unwrap();
+    let (claimed, lease): (i64, String) = (row.get(0), row.get(1));
+    assert_eq!(claimed, head);
+    let done = s.post(&run_now, &[("csrf", &csrf), ("status", "pending")]);
+    let text = s.follow(&done).text();
+    assert!(
+        text.contains(&format!("Nothing was done: job {head} has moved on")),
+        "{text}"
+    );
+    let status = |db: &mut common::Client| -> String {
+        db.query_one("SELECT status FROM queue_job($1)", &[&head])
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!(status(&mut db), "processing");
+
+    // let it go: a page says what it ends, then the group goes on
+    db.query_one(
+        "SELECT queue_fail($1, $2::text::uuid, 'card declined for order 4411', retry_in => '1 hour')",
+        &[&head, &lease],
+    )
+    .unwrap();
+    cluster_page_with(
+        &mut s,
+        &[&format!("its head, job {head}, which failed 1 of 5")],
+    );
+    let let_go = format!("/db/queue_test/job/{head}/let-go");
+    let ask = s.get(&let_go);
+    assert_eq!(ask.status, 200);
+    let text = ask.text();
+    assert!(
+        text.contains(&format!(
+            "Job {head} is pending, the head of group customer-7 of queue orders, after 1 \
+             attempt (last error: card declined for order 4411). Letting it go cancels it: it \
+             ends as cancelled, and the group goes on with its next job (3 wait)."
+        )),
+        "{text}"
+    );
+    assert_eq!(status(&mut db), "pending", "asking cancels nothing");
+    let page = s.post(&let_go, &[("csrf", &ask.csrf())]);
+    assert_eq!(page.status, 400, "{}", page.text());
+    let form = confirmation_form(&ask);
+    let done = post_form(&mut s, &let_go, &form);
+    let page = s.follow(&done);
+    assert!(
+        page.text().contains(&format!(
+            "Let go: job {head} is cancelled, and its group goes on"
+        )),
+        "{}",
+        page.text()
+    );
+    assert!(!page.text().contains("Group customer-7"), "{}", page.text());
+    assert_eq!(status(&mut db), "cancelled");
+    let next: i64 = db
+        .query_one("SELECT id FROM queue_claim('orders', 'w1', 1)", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(next, head + 1, "the group's next job");
+}
+
+#[test]
+fn the_worker_panel_says_what_it_sees() {
+    // preloaded, with nothing to deliver: no worker, and none needed (a
+    // worker that looked at a new database leaves after a second idle)
+    let preloaded = cluster(&["queue.idle_exit = 1"]);
+    let web = Web::start(&url(&preloaded, "postgres", DB), &[]);
+    let page = cluster_page_with(
+        &mut web.session(),
+        &["None running now, and none needed: the launcher is running (the library is preloaded)"],
+    );
+    assert!(
+        !page.text().contains("without the preload"),
+        "{}",
+        page.text()
+    );
+    drop(web);
+    drop(preloaded);
+
+    // not preloaded: it says so, with the list it read
+    let plain = cluster(&["shared_preload_libraries = ''"]);
+    let web = Web::start(&url(&plain, "postgres", DB), &[]);
+    cluster_page_with(
+        &mut web.session(),
+        &[
+            "None: the library is not preloaded (shared_preload_libraries is ''), so nothing is \
+           pushed and no schedule fires",
+        ],
+    );
+}
+
+#[test]
+fn charts_have_axes_units_peaks_and_the_pages_reload_on_their_own() {
+    let cluster = cluster(&[]);
+    let mut db = cluster.connect();
+    db.batch_execute("SELECT queue_create('emails')").unwrap();
+    let web = Web::start(&url(&cluster, "postgres", DB), &["--sample-interval", "1"]);
+    let mut s = web.session();
+    s.get("/");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    db.batch_execute(
+        "SELECT queue_enqueue_batch('emails', array_fill('{}'::jsonb, ARRAY[30]));
+         SELECT queue_complete(c.id, c.lease) FROM queue_claim('emails', 'w', 10) c;",
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+
+    // the cluster's charts and a queue's: a value axis with its unit, a
+    // time axis, each line's current value and peak
+    for (path, title) in [
+        ("/", "Jobs per minute, every queue"),
+        ("/db/queue_test/queue/emails", "Jobs per minute"),
+    ] {
+        let page = s.get(path);
+        let text = page.text();
+        for expected in [
+            title,
+            "jobs per minute, one point per minute",
+            "Backlog",
+            "time (UTC)",
+            "class=\"unit\">jobs per minute<",
+            "class=\"peak-label\">peak ",
+        ] {
+            assert!(text.contains(expected), "{path}: {expected} in {text}");
+        }
+        assert!(page.html.matches("class=\"y-tick\"").count() >= 2, "{path}");
+        assert!(page.html.matches("class=\"x-tick\"").count() >= 1, "{path}");
+        // enqueued: 30 jobs in the samples' minute, a rate above 0, and its peak
+        let legend = text.split("enqueued: now <strong>").nth(1).expect(&text);
+        let (now, rest) = legend.split_once("</strong>, peak ").unwrap();
+        let (peak, rest) = rest.split_once(" at ").unwrap();
+        let now: f64 = now.parse().unwrap();
+        let peak: f64 = peak.parse().unwrap();
+        assert!(peak > 0.0 && now <= peak, "{path}: now {now}, peak {peak}");
+        assert!(rest.starts_with(|c: char| c.is_ascii_digit()) && rest[5..].starts_with(" UTC"));
+    }
+
+    // the cluster and a queue reload on their own (no script: a meta
+    // refresh), to their address without an action's note; ?refresh=off stops it
+    let page = s.get("/?done=ran&n=1");
+    assert!(
+        page.html
+            .contains("<meta http-equiv=\"refresh\" content=\"5; url=&#x2f;\">"),
+        "{}",
+        page.html
+    );
+    assert!(page.text().contains("This page reloads every 5 s"));
+    let queue = s.get("/db/queue_test/queue/emails");
+    assert!(queue
+        .text()
+        .contains("<meta http-equiv=\"refresh\" content=\"5; url=/db/queue_test/queue/emails\">"));
+    let stopped = s.get("/db/queue_test/queue/emails?refresh=off");
+    assert!(!stopped.html.contains("http-equiv"));
+    assert!(stopped.text().contains("Reloading stopped"));
+    assert!(!s
+        .get("/db/queue_test/queue/emails/jobs")
+        .html
+        .contains("http-equiv"));
+}
+
+#[test]
+fn a_job_page_shows_its_result_parents_and_children() {
+    let cluster = cluster(&[]);
+    let mut db = cluster.connect();
+    db.batch_execute("SELECT queue_create('work')").unwrap();
+    let first: i64 = db
+        .query_one("SELECT queue_enqueue('work', '{}')", &[])
+        .unwrap()
+        .get(0);
+    let second: i64 = db
+        .query_one("SELECT queue_enqueue('work', '{}')", &[])
+        .unwrap()
+        .get(0);
+    let child: i64 = db
+        .query_one(
+            "SELECT queue_enqueue('work', '{\"report\": true}', depends_on => ARRAY[$1::bigint, $2::bigint])",
+            &[&first, &second],
+        )
+        .unwrap()
+        .get(0);
+    let done: i64 = db
+        .query_one(
+            "SELECT c.id FROM queue_claim('work', 'w1', 1) c,
+                    queue_complete(c.id, c.lease, '{\"total\": 42, \"note\": \"<i>x</i>\"}') ok",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(done, first);
+    let web = Web::start(&url(&cluster, "postgres", DB), &[]);
+    let mut s = web.session();
+
+    // the child: its parents with their outcomes, and what it waits for
+    let page = s.get(&format!("/db/queue_test/job/{child}"));
+    assert_eq!(page.status, 200);
+    let text = page.text();
+    assert!(text.contains("Parents: the jobs it waits for"), "{text}");
+    assert!(text.contains("1 parent not yet ended"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "<a href=\"/db/queue_test/job/{first}\">{first}</a></td><td>work</td><td>succeeded</td>"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("\"total\": 42"), "{text}");
+    assert!(text.contains(&format!("{second}</a></td><td>work</td><td>pending</td>")));
+    assert!(!text.contains("Children"), "{text}");
+    assert!(!page.html.contains("<i>x"), "markup is escaped");
+
+    // the first parent: its result, and its child
+    let text = s.get(&format!("/db/queue_test/job/{first}")).text();
+    assert!(text.contains("<h2>Result</h2>"), "{text}");
+    assert!(text.contains("\"total\": 42"), "{text}");
+    assert!(
+        text.contains("Children: the jobs that wait for it"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{child}</a></td><td>work</td><td>pending</td>")),
+        "{text}"
+    );
+    // a pending job has no result yet
+    let text = s.get(&format!("/db/queue_test/job/{second}")).text();
+    assert!(
+        !text.contains("<h2>Result</h2>") && text.contains("Children"),
+        "{text}"
+    );
 }

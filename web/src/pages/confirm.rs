@@ -31,7 +31,7 @@ struct Confirmation {
     button: String,
 }
 
-fn refuse_read_only(app: &App) -> Result<(), Failure> {
+pub fn refuse_read_only(app: &App) -> Result<(), Failure> {
     if app.security.read_only {
         return Err(Failure::Forbidden(
             "queue-web runs --read-only: no actions".into(),

@@ -1,24 +1,21 @@
-//! A queue's jobs, a page at a time (keyset on id, bounded), and one job.
+//! A queue's jobs, a page at a time (keyset on id, bounded), filtered.
 
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::Extension;
 use minijinja::context;
 use serde::{Deserialize, Serialize};
 
 use crate::databases::Client;
 use crate::failure::Failure;
-use crate::pages::{Note, STATUSES};
+use crate::filters::Filter;
+use crate::pages::STATUSES;
 use crate::render::{page, segment};
-use crate::rights::Rights;
-use crate::security::Session;
 use crate::state::App;
 use crate::urls::shown_in;
 
 const JOBS: &str = include_str!("../../queries/jobs.sql");
-const JOB: &str = include_str!("../../queries/job.sql");
 const FAILED_JOBS: &str = include_str!("../../queries/failed_jobs.sql");
 const JOB_ID_BOUND: &str = include_str!("../../queries/job_id_bound.sql");
 const JOB_ID_ABOVE: &str = include_str!("../../queries/job_id_above.sql");
@@ -34,8 +31,7 @@ const WINDOW: i64 = 5_000;
 const WINDOWS: usize = 40;
 
 #[derive(Deserialize)]
-pub struct Filter {
-    status: Option<String>,
+pub struct Page {
     before: Option<i64>,
 }
 
@@ -52,6 +48,7 @@ struct Row {
     payload: Option<String>,
     last_error: Option<String>,
     group_key: Option<String>,
+    worker: Option<String>,
 }
 
 impl From<&tokio_postgres::Row> for Row {
@@ -70,6 +67,7 @@ impl From<&tokio_postgres::Row> for Row {
                 .get::<_, Option<String>>("last_error")
                 .map(|e| shown_in(&e)),
             group_key: row.get("group_key"),
+            worker: row.get("worker"),
         }
     }
 }
@@ -111,27 +109,33 @@ pub async fn list(
     State(app): State<Arc<App>>,
     Path((db, queue)): Path<(String, String)>,
     Query(filter): Query<Filter>,
+    Query(at): Query<Page>,
 ) -> Result<Response, Failure> {
-    let status = filter.status.filter(|s| !s.is_empty());
-    if let Some(s) = &status {
-        if !STATUSES.contains(&s.as_str()) {
-            return Err(Failure::BadRequest(format!(
-                "no status {s:?}: one of {}",
-                STATUSES.join(", ")
-            )));
-        }
-    }
+    let filter = filter.cleaned()?;
+    let f = &filter;
     let client = app.databases.served_client(&db).await?;
-    if status.as_deref() == Some("failed") {
+    if f.dead_letters_only() {
         // (one more than a page, to know whether there is a next one)
         let rows = client
-            .query(FAILED_JOBS, &[&queue, &filter.before, &(PAGE + 1)])
+            .query(
+                FAILED_JOBS,
+                &[
+                    &queue,
+                    &at.before,
+                    &(PAGE + 1),
+                    &f.error,
+                    &f.key,
+                    &f.value,
+                    &f.from,
+                    &f.to,
+                ],
+            )
             .await?;
         let jobs: Vec<Row> = rows.iter().map(Row::from).collect();
-        return Ok(jobs_page(&app, db, queue, status, jobs, None));
+        return Ok(jobs_page(&app, db, queue, filter, jobs, None));
     }
     // newest first, a window of ids at a time, until one more than a page
-    let mut before = match filter.before {
+    let mut before = match at.before {
         Some(before) => before,
         None => id_ceiling(&client).await?,
     };
@@ -141,7 +145,13 @@ pub async fn list(
         let from = (before - WINDOW).max(1);
         let wanted = PAGE + 1 - jobs.len() as i64;
         let rows = client
-            .query(JOBS, &[&queue, &status, &before, &from, &wanted])
+            .query(
+                JOBS,
+                &[
+                    &queue, &f.status, &before, &from, &wanted, &f.error, &f.key, &f.value,
+                    &f.group, &f.worker, &f.from, &f.to, &f.time,
+                ],
+            )
             .await?;
         jobs.extend(rows.iter().map(Row::from));
         before = from;
@@ -153,7 +163,7 @@ pub async fn list(
         &app,
         db,
         queue,
-        status,
+        filter,
         jobs,
         partial.then_some(before),
     ))
@@ -165,7 +175,7 @@ fn jobs_page(
     app: &App,
     db: String,
     queue: String,
-    status: Option<String>,
+    filter: Filter,
     mut jobs: Vec<Row>,
     stopped_at: Option<i64>,
 ) -> Response {
@@ -176,6 +186,11 @@ fn jobs_page(
         stopped_at
     };
     let db_link = format!("/db/{}", segment(&db));
+    let query = filter.query();
+    let statuses: Vec<(Option<&str>, String)> = std::iter::once(None)
+        .chain(STATUSES.iter().map(|s| Some(*s)))
+        .map(|status| (status, filter.with_status(status).query()))
+        .collect();
     page(
         "jobs.html",
         context! {
@@ -184,11 +199,14 @@ fn jobs_page(
             queue_link => format!("{db_link}/queue/{}", segment(&queue)),
             db,
             queue,
-            status,
+            status => filter.status.clone(),
+            narrows => filter.narrows(),
+            next_query => format!("{query}{}", if query.is_empty() { "" } else { "&" }),
+            filter,
             jobs,
             next,
             partial => stopped_at.is_some(),
-            statuses => STATUSES,
+            statuses,
             shown_url => app.shown_url,
         },
     )
@@ -206,66 +224,4 @@ pub async fn lookup(Path(db): Path<String>, Query(lookup): Query<Lookup>) -> Res
         Err(_) => Failure::BadRequest(format!("a job id is a whole number, not {:?}", lookup.id))
             .into_response(),
     }
-}
-
-pub async fn show(
-    State(app): State<Arc<App>>,
-    Extension(session): Extension<Session>,
-    Path((db, id)): Path<(String, i64)>,
-    Query(note): Query<Note>,
-) -> Result<Response, Failure> {
-    let client = app.databases.served_client(&db).await?;
-    let Some(row) = client.query_opt(JOB, &[&id]).await? else {
-        return Err(Failure::NotFound(format!(
-            "no job {id} in database {db:?} (it may have been cleaned up)"
-        )));
-    };
-    let rights = Rights::of_jobs(&client).await?;
-    let queue: String = row.get("queue");
-    let status: String = row.get("status");
-    let db_link = format!("/db/{}", segment(&db));
-    let field = |name: &str| row.get::<_, Option<String>>(name);
-    let retryable = status == "failed" || status == "cancelled";
-    let cancellable = status == "pending" || status == "processing";
-    // (said when the status would allow an action that the role may not call)
-    let not_offered = if retryable && !rights.retry {
-        Some("queue_retry")
-    } else if cancellable && !rights.cancel {
-        Some("queue_cancel")
-    } else {
-        None
-    };
-    Ok(page(
-        "job.html",
-        context! {
-            title => format!("job {id}"),
-            queue_link => format!("{db_link}/queue/{}", segment(&queue)),
-            link => format!("{db_link}/job/{id}"),
-            db_link,
-            db,
-            id,
-            queue,
-            can_retry => retryable && rights.retry,
-            can_cancel => cancellable && rights.cancel,
-            not_offered,
-            status,
-            payload => field("payload"),
-            headers => field("headers"),
-            last_error => field("last_error").map(|e| shown_in(&e)),
-            priority => row.get::<_, i32>("priority"),
-            attempts => row.get::<_, i32>("attempts"),
-            max_attempts => row.get::<_, i32>("max_attempts"),
-            run_at => field("run_at"),
-            enqueued_at => field("enqueued_at"),
-            finished_at => field("finished_at"),
-            lease_expires_at => field("lease_expires_at"),
-            worker => field("worker"),
-            dedup_key => field("dedup_key"),
-            group_key => field("group_key"),
-            note => note.text(),
-            csrf => app.security.csrf_token(&session),
-            read_only => app.security.read_only,
-            shown_url => app.shown_url,
-        },
-    ))
 }

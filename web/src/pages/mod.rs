@@ -3,6 +3,10 @@
 pub mod actions;
 pub mod cluster;
 pub mod confirm;
+pub mod dead;
+pub mod dead_actions;
+pub mod heads;
+pub mod job;
 pub mod jobs;
 pub mod queue;
 
@@ -35,6 +39,28 @@ impl Note {
             "paused" => "Paused: nothing is claimed or delivered until it is resumed.".to_string(),
             "resumed" => "Resumed.".to_string(),
             "ran" => format!("The schedule enqueued job {n}."),
+            "ran-head" => format!(
+                "Job {n} runs again now: cancelled and retried in one statement, its attempts \
+                 start over and it stays at its group's head."
+            ),
+            "let-go" => format!("Let go: job {n} is cancelled, and its group goes on with its next job."),
+            "head-moved" => format!(
+                "Nothing was done: job {n} has moved on since it was shown (claimed, ended or retried)."
+            ),
+            "retried-many" => match self.counted {
+                Some(counted) if counted != n => format!(
+                    "Retried {n} dead letters ({counted} when you confirmed: the others were no \
+                     longer dead letters)."
+                ),
+                _ => format!("Retried {n} dead letters: they are pending again."),
+            },
+            "purged-many" => match self.counted {
+                Some(counted) if counted != n => format!(
+                    "Purged {n} dead letters ({counted} when you confirmed: the others were no \
+                     longer dead letters)."
+                ),
+                _ => format!("Purged {n} dead letters."),
+            },
             _ => return None,
         };
         Some(text)

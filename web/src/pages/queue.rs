@@ -9,10 +9,11 @@ use axum::Extension;
 use minijinja::context;
 use serde::Serialize;
 
-use crate::chart::{chart, per_minute};
+use crate::chart::{chart, level_per_minute, rate_per_minute};
 use crate::databases::Client;
 use crate::failure::Failure;
 use crate::pages::{Note, STATUSES};
+use crate::refresh;
 use crate::render::{page, segment};
 use crate::rights::Rights;
 use crate::security::Session;
@@ -152,6 +153,7 @@ pub async fn show(
     Extension(session): Extension<Session>,
     Path((db, queue)): Path<(String, String)>,
     Query(note): Query<Note>,
+    Query(reload): Query<refresh::Choice>,
 ) -> Result<Response, Failure> {
     let client = app.databases.served_client(&db).await?;
     let rows = stats::fetch(&client).await?;
@@ -180,24 +182,31 @@ pub async fn show(
     let samples = app.samples.of(&db, &queue);
     let throughput = chart(
         "Jobs per minute",
+        "jobs per minute",
         vec![
-            ("enqueued", "#2563eb", per_minute(&samples, |s| s.enqueued)),
+            (
+                "enqueued",
+                "#2563eb",
+                rate_per_minute(&samples, |s| s.enqueued),
+            ),
             (
                 "succeeded",
                 "#16a34a",
-                per_minute(&samples, |s| s.succeeded),
+                rate_per_minute(&samples, |s| s.succeeded),
             ),
-            ("failed", "#dc2626", per_minute(&samples, |s| s.failed)),
+            ("failed", "#dc2626", rate_per_minute(&samples, |s| s.failed)),
         ],
     );
     let backlog = chart(
         "Backlog (pending and scheduled)",
+        "jobs",
         vec![(
             "backlog",
             "#9333ea",
-            samples.iter().map(|s| (s.at, s.backlog as f64)).collect(),
+            level_per_minute(&samples, |s| s.backlog),
         )],
     );
+    let reload = refresh::every_sample(&app, &link, &reload);
     Ok(page(
         "queue.html",
         context! {
@@ -220,6 +229,7 @@ pub async fn show(
             statuses => STATUSES,
             rights,
             note => note.text(),
+            refresh => reload,
             csrf => app.security.csrf_token(&session),
             read_only => app.security.read_only,
             shown_url => app.shown_url,

@@ -104,6 +104,27 @@ impl Page {
             .replace("&amp;", "&")
     }
 
+    /// The page's text as a reader sees it: without its tags, each run of
+    /// white space one space.
+    pub fn words(&self) -> String {
+        let mut words = String::new();
+        let mut in_tag = false;
+        for c in self.text().chars() {
+            match c {
+                '<' => in_tag = true,
+                '>' if in_tag => in_tag = false,
+                _ if in_tag => {}
+                c if c.is_whitespace() => {
+                    if !words.ends_with(' ') {
+                        words.push(' ');
+                    }
+                }
+                c => words.push(c),
+            }
+        }
+        words
+    }
+
     /// The value of the page's first CSRF field.
     pub fn csrf(&self) -> String {
         self.field("csrf")
