@@ -30,6 +30,7 @@ GRANT EXECUTE ON FUNCTION queue_worker_status() TO pg_monitor;
 
 -- The latency histograms likewise (through queue_latency); a lease is made
 -- by the claim statements, which run as the owner.
-REVOKE ALL ON FUNCTION queue_latency_histograms(), queue_metrics_status(), queue_lease(timestamptz)
-    FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION queue_latency_histograms(), queue_metrics_status() TO pg_monitor;
+REVOKE ALL ON FUNCTION queue_latency_histograms(), queue_metrics_status(), queue_lease(timestamptz),
+    queue_oldest_due(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queue_latency_histograms(), queue_metrics_status(), queue_oldest_due(integer)
+    TO pg_monitor;

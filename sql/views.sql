@@ -74,16 +74,60 @@ BEGIN
 END
 $$;
 
+-- When the oldest due job of queue $1 fell due (queue_stats), without
+-- reading the backlog: the older of the first due scheduled job and, in the
+-- claim order's index, of the first ready job of each priority and turn (a
+-- walk of one probe each: a queue without groups has one turn per
+-- priority; past 1,000 of them, every ready job is read). A function of its
+-- own, so that the view's plan stays small: the planner prices the walk's
+-- fallback as if it always ran, which was enough to make it compile the
+-- view with JIT.
+CREATE FUNCTION queue_oldest_due(queue_id integer) RETURNS timestamptz
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+DECLARE
+    walked integer;
+    oldest timestamptz;
+BEGIN
+    WITH RECURSIVE front (priority, turn, run_at) AS (
+        (SELECT j.priority, j.turn, j.run_at FROM queue_live j
+          WHERE j.queue_id = queue_oldest_due.queue_id AND j.state = 'ready'
+          ORDER BY j.priority DESC, j.turn, j.run_at, j.id LIMIT 1)
+        UNION ALL
+        SELECT n.priority, n.turn, n.run_at
+          FROM front f
+         CROSS JOIN LATERAL (
+               -- (the next turn of the priority, else the next priority)
+               (SELECT j.priority, j.turn, j.run_at FROM queue_live j
+                 WHERE j.queue_id = queue_oldest_due.queue_id AND j.state = 'ready'
+                   AND j.priority = f.priority AND j.turn > f.turn
+                 ORDER BY j.priority DESC, j.turn, j.run_at, j.id LIMIT 1)
+               UNION ALL
+               (SELECT j.priority, j.turn, j.run_at FROM queue_live j
+                 WHERE j.queue_id = queue_oldest_due.queue_id AND j.state = 'ready'
+                   AND j.priority < f.priority
+                 ORDER BY j.priority DESC, j.turn, j.run_at, j.id LIMIT 1)
+               LIMIT 1) n
+    )
+    SELECT count(*), min(w.run_at) INTO walked, oldest FROM (SELECT run_at FROM front LIMIT 1000) w;
+    IF walked = 1000 THEN
+        SELECT min(j.run_at) INTO oldest FROM queue_live j
+         WHERE j.queue_id = queue_oldest_due.queue_id AND j.state = 'ready';
+    END IF;
+    RETURN least(oldest, (SELECT min(j.run_at) FROM queue_live j
+                           WHERE j.queue_id = queue_oldest_due.queue_id AND j.state = 'scheduled'
+                             AND j.run_at <= now()));
+END
+$$;
+
 -- One row per queue, also for an empty one, without reading the backlog:
 -- the unfinished jobs are counted by the tallies (`live`: every statement
 -- that adds jobs to queue_live or takes them out writes its delta, in its
 -- own transaction, so the sum is exact in any snapshot), less those in
 -- flight, scheduled for later or blocked, each counted in its own partial
--- index (these are few where the backlog is large). The oldest due job is
--- the oldest of the first due scheduled job and, in the claim order's index,
--- of the first ready job of each priority and turn (a walk of one probe
--- each: a queue without groups has one turn per priority; past 1,000 of
--- them, every ready job is read). Finished jobs come from the counters.
+-- index (these are few where the backlog is large); the oldest due job by
+-- queue_oldest_due. Finished jobs come from the counters.
 CREATE VIEW queue_stats AS
 SELECT q.name AS queue,
        q.paused,
@@ -109,32 +153,7 @@ SELECT q.name AS queue,
                (SELECT count(*) FROM queue_live j
                  WHERE j.queue_id = q.id AND j.state = 'scheduled' AND j.run_at > now())
                    AS scheduled,
-               least((SELECT min(j.run_at) FROM queue_live j
-                       WHERE j.queue_id = q.id AND j.state = 'scheduled' AND j.run_at <= now()),
-                     (WITH RECURSIVE front (priority, turn, run_at) AS (
-                          (SELECT j.priority, j.turn, j.run_at FROM queue_live j
-                            WHERE j.queue_id = q.id AND j.state = 'ready'
-                            ORDER BY j.priority DESC, j.turn, j.run_at, j.id LIMIT 1)
-                          UNION ALL
-                          SELECT n.priority, n.turn, n.run_at
-                            FROM front f
-                           CROSS JOIN LATERAL (
-                                 -- (the next turn of the priority, else the next priority)
-                                 (SELECT j.priority, j.turn, j.run_at FROM queue_live j
-                                   WHERE j.queue_id = q.id AND j.state = 'ready'
-                                     AND j.priority = f.priority AND j.turn > f.turn
-                                   ORDER BY j.priority DESC, j.turn, j.run_at, j.id LIMIT 1)
-                                 UNION ALL
-                                 (SELECT j.priority, j.turn, j.run_at FROM queue_live j
-                                   WHERE j.queue_id = q.id AND j.state = 'ready'
-                                     AND j.priority < f.priority
-                                   ORDER BY j.priority DESC, j.turn, j.run_at, j.id LIMIT 1)
-                                 LIMIT 1) n
-                      )
-                      SELECT CASE WHEN count(*) < 1000 THEN min(w.run_at)
-                                  ELSE (SELECT min(j.run_at) FROM queue_live j
-                                         WHERE j.queue_id = q.id AND j.state = 'ready') END
-                        FROM (SELECT run_at FROM front LIMIT 1000) w)) AS oldest_due
+               queue_oldest_due(q.id) AS oldest_due
        ) l
   LEFT JOIN (
         SELECT queue_id,

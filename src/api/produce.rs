@@ -171,6 +171,7 @@ impl Parents {
     }
 }
 
+#[allow(clippy::too_many_arguments)] // the SQL signature of API.md
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_enqueue_batch(
     queue: Option<&str>,

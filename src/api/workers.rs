@@ -7,6 +7,7 @@ use pgrx::prelude::*;
 
 use crate::announce;
 use crate::errors;
+use crate::gucs;
 use crate::worker::shared::{self, SHARED};
 use std::sync::atomic::Ordering;
 
@@ -51,7 +52,12 @@ fn queue_worker_status() -> TableIterator<
             .filter(|w| w.state.running())
             .copied()
             .collect();
-        let waiting = shared.waiting_for_worker(now).map(|d| d.oid).collect();
+        // (with queue.enabled off no worker starts: nothing waits for a slot)
+        let waiting = if gucs::ENABLED.get() {
+            shared.waiting_for_worker(now).map(|d| d.oid).collect()
+        } else {
+            Vec::new()
+        };
         (workers, waiting)
     };
     let time = |us: i64| TimestampWithTimeZone::try_from(us).ok();

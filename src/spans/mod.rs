@@ -45,7 +45,7 @@ impl Attempt {
         });
         let trace_id = parent
             .as_ref()
-            .map_or_else(|| random_bytes::<16>(), |p| p.trace_id);
+            .map_or_else(random_bytes::<16>, |p| p.trace_id);
         Attempt {
             parent,
             trace_id,

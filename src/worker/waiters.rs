@@ -323,7 +323,7 @@ enum EndedJobs {
 thread_local! {
     /// The notes of the current transaction, by queue.
     static NOTES: RefCell<HashMap<i32, QueueNote>> = RefCell::new(HashMap::new());
-    static ENDED: RefCell<EndedJobs> = RefCell::new(EndedJobs::None);
+    static ENDED: RefCell<EndedJobs> = const { RefCell::new(EndedJobs::None) };
 }
 
 fn note(queue: i32, change: impl FnOnce(&mut QueueNote)) {

@@ -178,6 +178,26 @@ impl Cluster {
         standby
     }
 
+    /// `standby`, and this cluster then waits for it at each commit
+    /// (`synchronous_standby_names = '*'`, reloaded): returns once the
+    /// standby is synchronous.
+    pub fn synchronous_standby(&self, settings: &[&str]) -> Cluster {
+        let mut lines = settings.to_vec();
+        lines.push("synchronous_standby_names = ''");
+        let standby = self.standby(&lines);
+        self.configure(&["synchronous_standby_names = '*'"]);
+        let mut admin = self.connect_to("postgres");
+        admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+        eventually("the standby to be synchronous", || {
+            one::<i64>(
+                &mut admin,
+                "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
+                &[],
+            ) == 1
+        });
+        standby
+    }
+
     /// A base backup of this cluster (`pg_basebackup -X stream` and
     /// `options`) in a cluster directory of its own, not started.
     pub fn base_backup(&self, options: &[&str]) -> Cluster {
@@ -243,13 +263,14 @@ impl Cluster {
 
     /// Promotes this standby and waits until it accepts writes.
     pub fn promote(&self) {
-        run({
-            let mut c = as_owner(&self.bin.join("pg_ctl"));
-            c.arg("-D")
-                .arg(self.data())
-                .args(["-w", "-t", "60", "promote"]);
-            c
-        });
+        run(self.pg_ctl(&["-w", "-t", "60", "promote"]));
+    }
+
+    /// pg_ctl on this cluster's data directory, as its owner, with `args`.
+    fn pg_ctl(&self, args: &[&str]) -> Command {
+        let mut c = as_owner(&self.bin.join("pg_ctl"));
+        c.arg("-D").arg(self.data()).args(args);
+        c
     }
 
     /// Turns this stopped cluster, a former primary, into a standby of
@@ -286,13 +307,7 @@ impl Cluster {
     /// Stops the server cleanly (a shutdown checkpoint), as before an
     /// upgrade.
     pub fn stop_server(&self) {
-        run({
-            let mut c = as_owner(&self.bin.join("pg_ctl"));
-            c.arg("-D")
-                .arg(self.data())
-                .args(["-m", "fast", "-w", "stop"]);
-            c
-        });
+        run(self.pg_ctl(&["-m", "fast", "-w", "stop"]));
     }
 
     pub fn socket_dir(&self) -> &Path {
@@ -331,12 +346,9 @@ impl Cluster {
 
     fn start_server_untimed(&self) {
         run({
-            let mut c = as_owner(&self.bin.join("pg_ctl"));
-            c.arg("-D")
-                .arg(self.data())
-                .arg("-l")
-                .arg(self.dir.join("server.log"));
-            c.args(["-w", "-t", "60", "start"]);
+            let mut c = self.pg_ctl(&["-l"]);
+            c.arg(self.dir.join("server.log"))
+                .args(["-w", "-t", "60", "start"]);
             // a Rust backtrace setting would put backtraces into error details
             c.env_remove("RUST_BACKTRACE")
                 .env_remove("RUST_LIB_BACKTRACE");
@@ -367,13 +379,7 @@ impl Cluster {
     /// as in a power cut. The next start runs crash recovery.
     pub fn crash(&self) {
         self.assert_durable("a crash");
-        run({
-            let mut c = as_owner(&self.bin.join("pg_ctl"));
-            c.arg("-D")
-                .arg(self.data())
-                .args(["-m", "immediate", "-w", "stop"]);
-            c
-        });
+        run(self.pg_ctl(&["-m", "immediate", "-w", "stop"]));
     }
 
     /// Creates database `name` and runs `setup` in it.
@@ -509,11 +515,7 @@ impl Drop for Cluster {
             return;
         }
         if self.data().join("postmaster.pid").exists() {
-            let mut c = as_owner(&self.bin.join("pg_ctl"));
-            c.arg("-D")
-                .arg(self.data())
-                .args(["-m", "immediate", "-w", "stop"]);
-            let _ = c.output();
+            let _ = self.pg_ctl(&["-m", "immediate", "-w", "stop"]).output();
         }
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.dir);
@@ -556,17 +558,70 @@ pub fn one<T: postgres::types::FromSqlOwned>(
     client.query_one(sql, params).unwrap().get(0)
 }
 
-/// Claims up to `max_jobs` jobs with an hour's lease: (id, lease) pairs.
-pub fn claim(client: &mut Client, queue: &str, max_jobs: i32) -> Vec<(i64, String)> {
+/// The one row of a query, as a tuple of its columns: `(a,)` up to
+/// `(a, b, c, d)`.
+pub fn one_row<T: FromRow>(
+    client: &mut impl postgres::GenericClient,
+    sql: &str,
+    params: &[&(dyn postgres::types::ToSql + Sync)],
+) -> T {
+    T::from_row(&client.query_one(sql, params).unwrap())
+}
+
+/// The first column of every row of a query.
+pub fn column<T: postgres::types::FromSqlOwned>(
+    client: &mut impl postgres::GenericClient,
+    sql: &str,
+    params: &[&(dyn postgres::types::ToSql + Sync)],
+) -> Vec<T> {
+    all_rows::<(T,)>(client, sql, params)
+        .into_iter()
+        .map(|(value,)| value)
+        .collect()
+}
+
+/// Every row of a query, each as a tuple of its columns (as `one_row`).
+pub fn all_rows<T: FromRow>(
+    client: &mut impl postgres::GenericClient,
+    sql: &str,
+    params: &[&(dyn postgres::types::ToSql + Sync)],
+) -> Vec<T> {
     client
-        .query(
-            "SELECT id, lease::text FROM queue_claim($1, 'client-test', $2, '1 hour')",
-            &[&queue, &max_jobs],
-        )
+        .query(sql, params)
         .unwrap()
         .iter()
-        .map(|r| (r.get(0), r.get(1)))
+        .map(T::from_row)
         .collect()
+}
+
+/// A tuple read from a row's columns, in order: what `one_row` and
+/// `all_rows` return.
+pub trait FromRow {
+    fn from_row(row: &postgres::Row) -> Self;
+}
+
+macro_rules! from_row {
+    ($($t:ident $i:tt),+) => {
+        impl<$($t: postgres::types::FromSqlOwned),+> FromRow for ($($t,)+) {
+            fn from_row(row: &postgres::Row) -> Self {
+                ($(row.get($i),)+)
+            }
+        }
+    };
+}
+
+from_row!(A 0);
+from_row!(A 0, B 1);
+from_row!(A 0, B 1, C 2);
+from_row!(A 0, B 1, C 2, D 3);
+
+/// Claims up to `max_jobs` jobs with an hour's lease: (id, lease) pairs.
+pub fn claim(client: &mut Client, queue: &str, max_jobs: i32) -> Vec<(i64, String)> {
+    all_rows(
+        client,
+        "SELECT id, lease::text FROM queue_claim($1, 'client-test', $2, '1 hour')",
+        &[&queue, &max_jobs],
+    )
 }
 
 /// Completes one claimed job; false when its lease is no longer held.
@@ -610,6 +665,42 @@ pub fn enqueue_many(client: &mut Client, queue: &str, n: usize) -> Vec<i64> {
     all
 }
 
+/// `group`'s `n` jobs, enqueued in batches of 1,000, each with payload
+/// `{"g": group}`.
+pub fn enqueue_group(client: &mut Client, queue: &str, group: &str, n: i32) {
+    let mut left = n;
+    while left > 0 {
+        let batch = left.min(1000);
+        client
+            .execute(
+                "SELECT count(*) FROM queue_enqueue_batch($1,
+                    array_fill(jsonb_build_object('g', $2::text), ARRAY[$3::int]),
+                    group_keys => array_fill($2::text, ARRAY[$3::int]))",
+                &[&queue, &group, &batch],
+            )
+            .unwrap();
+        left -= batch;
+    }
+}
+
+/// Unfinished jobs of `queue` (pending or processing).
+pub fn unfinished(client: &mut Client, queue: &str) -> i64 {
+    one(
+        client,
+        "SELECT count(*) FROM queue_jobs WHERE queue = $1 AND status IN ('pending', 'processing')",
+        &[&queue],
+    )
+}
+
+/// A table `log` for what consumers do, one row per event, written in the
+/// transaction of the event itself. The order tests (ordered_groups.rs)
+/// write `claim` with the claim (with the time after it and its lease's
+/// end), `done`, `retry`, `dead` and `cancel` in the statement that ended
+/// the attempt, `revive` in the `queue_retry` of a dead letter; the rate
+/// tests (limits.rs) each `claim` with its time.
+pub const EVENT_LOG: &str = "CREATE TABLE log (seq bigserial, job bigint, grp text, event text,
+                                               claimed_at timestamptz, lease_until timestamptz)";
+
 /// How long `eventually` waits: generous, since tests assert no timing and
 /// the machine may be loaded.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -638,6 +729,17 @@ pub fn waits_for_a_lock(cluster: &Cluster, pid: i32, what: &str) {
     });
 }
 
+/// How many backends wait in a `CALL` of `procedure` (`queue_wait`,
+/// `queue_await`) now, on its wait event.
+pub fn waiting_in(client: &mut Client, procedure: &str) -> i64 {
+    one(
+        client,
+        "SELECT count(*) FROM pg_stat_activity
+          WHERE query LIKE 'CALL ' || $1::text || '%' AND wait_event_type = 'Extension'",
+        &[&procedure],
+    )
+}
+
 /// A queue `work` with jobs in every status: pending (due, and one
 /// scheduled a day ahead), succeeded, failed and cancelled; the caller adds
 /// a processing one with the lease it keeps.
@@ -664,26 +766,20 @@ pub struct QueueState {
 
 impl QueueState {
     pub fn of(client: &mut Client) -> QueueState {
-        let jobs = client
-            .query(
-                "SELECT id, queue, status, attempts FROM queue_jobs ORDER BY id",
-                &[],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-            .collect();
-        let stats = client
-            .query(
-                "SELECT queue, ARRAY[pending, scheduled, processing, succeeded, failed, cancelled,
-                                     enqueued_total, succeeded_total, failed_total]
-                   FROM queue_stats ORDER BY queue",
-                &[],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect();
+        let jobs = all_rows(
+            client,
+            "SELECT id, queue, status, attempts FROM queue_jobs ORDER BY id",
+            &[],
+        );
+        let stats = all_rows(
+            client,
+            "SELECT queue, ARRAY[pending, scheduled, processing, succeeded, failed, cancelled,
+                                 enqueued_total, succeeded_total, failed_total]
+               FROM queue_stats ORDER BY queue",
+            &[],
+        )
+        .into_iter()
+        .collect();
         QueueState { jobs, stats }
     }
 }

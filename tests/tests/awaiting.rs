@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use postgres::Client;
 use queue_client_tests::receiver::{Receiver, Reply};
-use queue_client_tests::{claim, eventually, one, Cluster};
+use queue_client_tests::{claim, eventually, one, one_row, waiting_in, Cluster};
 use serde_json::{json, Value};
 
 /// A wait long enough that returning by timeout would fail the test.
@@ -42,12 +42,7 @@ fn awaiter(cluster: &Cluster, db: &str, id: i64) -> mpsc::Receiver<Outcome> {
 
 /// How many backends wait in queue_await now.
 fn awaiting(client: &mut Client) -> i64 {
-    one(
-        client,
-        "SELECT count(*) FROM pg_stat_activity
-          WHERE query LIKE 'CALL queue_await%' AND wait_event_type = 'Extension'",
-        &[],
-    )
+    waiting_in(client, "queue_await")
 }
 
 fn until_awaiting(client: &mut Client, n: i64) {
@@ -208,21 +203,17 @@ fn two_hundred_awaiters_of_a_batch_all_return_woken_and_hold_no_snapshot() {
         .map(|(id, _)| awaiter(&cluster, "queue_test", *id))
         .collect();
     until_awaiting(&mut admin, 200);
-    let (xmin, xid, locks): (i64, i64, i64) = {
-        let row = admin
-            .query_one(
-                "SELECT count(backend_xmin), count(backend_xid),
-                        (SELECT count(*) FROM pg_locks l
-                          WHERE l.pid IN (SELECT pid FROM pg_stat_activity
-                                           WHERE query LIKE 'CALL queue_await%')
-                            AND l.locktype = 'relation')
-                   FROM pg_stat_activity
-                  WHERE query LIKE 'CALL queue_await%' AND wait_event_type = 'Extension'",
-                &[],
-            )
-            .unwrap();
-        (row.get(0), row.get(1), row.get(2))
-    };
+    let (xmin, xid, locks): (i64, i64, i64) = one_row(
+        &mut admin,
+        "SELECT count(backend_xmin), count(backend_xid),
+                (SELECT count(*) FROM pg_locks l
+                  WHERE l.pid IN (SELECT pid FROM pg_stat_activity
+                                   WHERE query LIKE 'CALL queue_await%')
+                    AND l.locktype = 'relation')
+           FROM pg_stat_activity
+          WHERE query LIKE 'CALL queue_await%' AND wait_event_type = 'Extension'",
+        &[],
+    );
     assert_eq!(
         (xmin, xid, locks),
         (0, 0, 0),

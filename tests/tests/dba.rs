@@ -9,8 +9,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use queue_client_tests::{
-    claim, complete, complete_all, enqueue_many, eventually, on_connections, one, Client, Cluster,
-    DB,
+    claim, column, complete, complete_all, enqueue_many, eventually, on_connections, one, Client,
+    Cluster, DB,
 };
 
 /// Consumers claim in a tight loop; once queue_pause() has returned, no
@@ -271,14 +271,11 @@ fn concurrent_retries_move_each_dead_letter_once() {
             )
             .unwrap();
     }
-    let dead: Arc<Vec<i64>> = Arc::new(
-        admin
-            .query("SELECT id FROM queue_failed ORDER BY id", &[])
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect(),
-    );
+    let dead: Arc<Vec<i64>> = Arc::new(column(
+        &mut admin,
+        "SELECT id FROM queue_failed ORDER BY id",
+        &[],
+    ));
     assert_eq!(dead.len(), 300);
     let barrier = Arc::new(Barrier::new(3));
     let results = {

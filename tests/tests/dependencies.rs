@@ -9,18 +9,17 @@
 use std::collections::HashMap;
 
 use queue_client_tests::{
-    claim, complete, enqueue_many, eventually, on_connections, one, Client, Cluster, DURABLE,
+    claim, column, complete, enqueue_many, eventually, on_connections, one, one_row, Client,
+    Cluster, DURABLE,
 };
 
 /// (status, waiting_for) of job `id`.
 fn state(client: &mut Client, id: i64) -> (String, i32) {
-    let row = client
-        .query_one(
-            "SELECT status, waiting_for FROM queue_jobs WHERE id = $1",
-            &[&id],
-        )
-        .unwrap();
-    (row.get(0), row.get(1))
+    one_row(
+        client,
+        "SELECT status, waiting_for FROM queue_jobs WHERE id = $1",
+        &[&id],
+    )
 }
 
 #[test]
@@ -91,20 +90,16 @@ fn the_worker_delivers_a_chain_in_order_and_senders_see_their_parents() {
         .unwrap();
     // a diamond: b and c wait for a, d for both; enqueued in one
     // transaction, d first in claim order of its queue
-    let ids: Vec<i64> = admin
-        .query(
-            "WITH a AS (SELECT queue_enqueue('extract', '{\"step\": \"a\"}') AS id),
-                  b AS (SELECT queue_enqueue('transform', '{\"step\": \"b\"}',
-                                             depends_on => ARRAY[(SELECT id FROM a)]) AS id),
-                  c AS (SELECT queue_enqueue('transform', '{\"step\": \"c\"}',
-                                             depends_on => ARRAY[(SELECT id FROM a)]) AS id)
-             SELECT id FROM a UNION ALL SELECT id FROM b UNION ALL SELECT id FROM c",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let ids: Vec<i64> = column(
+        &mut admin,
+        "WITH a AS (SELECT queue_enqueue('extract', '{\"step\": \"a\"}') AS id),
+              b AS (SELECT queue_enqueue('transform', '{\"step\": \"b\"}',
+                                         depends_on => ARRAY[(SELECT id FROM a)]) AS id),
+              c AS (SELECT queue_enqueue('transform', '{\"step\": \"c\"}',
+                                         depends_on => ARRAY[(SELECT id FROM a)]) AS id)
+         SELECT id FROM a UNION ALL SELECT id FROM b UNION ALL SELECT id FROM c",
+        &[],
+    );
     let d: i64 = one(
         &mut admin,
         "SELECT queue_enqueue('transform', '{\"step\": \"d\"}', priority => 10, depends_on => $1)",
@@ -113,20 +108,14 @@ fn the_worker_delivers_a_chain_in_order_and_senders_see_their_parents() {
     eventually("the diamond delivered", || {
         one::<i64>(&mut admin, "SELECT count(*) FROM seen", &[]) == 4
     });
-    let order: Vec<String> = admin
-        .query("SELECT step FROM seen ORDER BY at", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let order: Vec<String> = column(&mut admin, "SELECT step FROM seen ORDER BY at", &[]);
     assert_eq!(order[0], "a");
     assert_eq!(order[3], "d", "d after b and c: {order:?}");
-    let (depends_on, parents): (serde_json::Value, serde_json::Value) = {
-        let row = admin
-            .query_one("SELECT depends_on, parents FROM seen WHERE job = $1", &[&d])
-            .unwrap();
-        (row.get(0), row.get(1))
-    };
+    let (depends_on, parents): (serde_json::Value, serde_json::Value) = one_row(
+        &mut admin,
+        "SELECT depends_on, parents FROM seen WHERE job = $1",
+        &[&d],
+    );
     assert_eq!(depends_on, serde_json::json!([ids[1], ids[2]]));
     assert_eq!(
         parents,
@@ -309,18 +298,7 @@ fn an_immediate_stop_amid_releases_loses_and_doubles_none() {
 #[test]
 fn a_failover_to_a_synchronous_standby_loses_and_doubles_no_release() {
     let primary = Cluster::start_with(&[DURABLE]);
-    let standby = primary.standby(&["synchronous_standby_names = ''"]);
-    primary.configure(&["synchronous_standby_names = '*'"]);
-    let mut admin = primary.connect();
-    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
-    eventually("the standby to be synchronous", || {
-        one::<i64>(
-            &mut admin,
-            "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
-            &[],
-        ) == 1
-    });
-    drop(admin);
+    let standby = primary.synchronous_standby(&[]);
     let children = parents_and_children(&primary);
     // half the parents, then the primary goes
     let mut client = primary.connect();

@@ -1,16 +1,11 @@
 //! pg_dump of a tenant database keeps its queues and jobs: restored into a
 //! new database, every job is back in the same state, and the queue works on.
 
-use queue_client_tests::{eventually, one, Cluster, DB};
+use queue_client_tests::{column, eventually, one, Cluster, DB};
 
 /// Every retained job, every column, as text.
 fn snapshot(client: &mut queue_client_tests::Client) -> Vec<String> {
-    client
-        .query("SELECT j::text FROM queue_jobs j ORDER BY id", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
+    column(client, "SELECT j::text FROM queue_jobs j ORDER BY id", &[])
 }
 
 #[test]

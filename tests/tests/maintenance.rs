@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 use postgres::error::SqlState;
-use queue_client_tests::{claim, complete, eventually, one, Client, Cluster};
+use queue_client_tests::{claim, column, complete, eventually, one, one_row, Client, Cluster};
 
 /// A queue that keeps nothing (its completions skip the statement) and one
 /// that keeps history (they run it).
@@ -167,20 +167,16 @@ fn beside_a_consumer(cluster: &Cluster, admin: &mut Client, statements: &[String
 
 /// Every table of the extension (partitions too), by name.
 fn extension_tables(admin: &mut Client) -> Vec<String> {
-    admin
-        .query(
-            "SELECT c.relname::text FROM pg_depend d
-               JOIN pg_class c ON d.classid = 'pg_class'::regclass AND c.oid = d.objid
-              WHERE d.refclassid = 'pg_extension'::regclass
-                AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'queue')
-                AND c.relkind IN ('r', 'p')
-              ORDER BY 1",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
+    column(
+        admin,
+        "SELECT c.relname::text FROM pg_depend d
+           JOIN pg_class c ON d.classid = 'pg_class'::regclass AND c.oid = d.objid
+          WHERE d.refclassid = 'pg_extension'::regclass
+            AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'queue')
+            AND c.relkind IN ('r', 'p')
+          ORDER BY 1",
+        &[],
+    )
 }
 
 /// REINDEX INDEX CONCURRENTLY of the index a completion finds jobs by,
@@ -231,18 +227,14 @@ fn reindex_and_a_rebuilt_index_beside_a_connected_consumer() {
     let after = fired(&mut admin);
     eventually("two more ticks", || fired(&mut admin) >= after + 2);
     // one job per tick, none missing, through every statement
-    let (ticks, distinct, span): (i64, i64, i64) = {
-        let row = admin
-            .query_one(
-                "SELECT count(*), count(DISTINCT headers->>'scheduled_for'),
-                        extract(epoch FROM max((headers->>'scheduled_for')::timestamptz)
-                                         - min((headers->>'scheduled_for')::timestamptz))::bigint
-                   FROM queue_jobs WHERE queue = 'm.ticks'",
-                &[],
-            )
-            .unwrap();
-        (row.get(0), row.get(1), row.get(2))
-    };
+    let (ticks, distinct, span): (i64, i64, i64) = one_row(
+        &mut admin,
+        "SELECT count(*), count(DISTINCT headers->>'scheduled_for'),
+                extract(epoch FROM max((headers->>'scheduled_for')::timestamptz)
+                                 - min((headers->>'scheduled_for')::timestamptz))::bigint
+           FROM queue_jobs WHERE queue = 'm.ticks'",
+        &[],
+    );
     assert!(ticks >= 3, "ticks fired: {ticks}");
     assert_eq!(
         (ticks, distinct),
@@ -367,15 +359,11 @@ fn a_completion_follows_a_retention_changed_meanwhile() {
             .unwrap();
         assert!(completes(&mut tx, &jobs[1]));
         tx.commit().unwrap();
-        let kept: Vec<i64> = admin
-            .query(
-                "SELECT id FROM queue_jobs WHERE queue = $1 ORDER BY id",
-                &[&queue],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        let kept: Vec<i64> = column(
+            &mut admin,
+            "SELECT id FROM queue_jobs WHERE queue = $1 ORDER BY id",
+            &[&queue],
+        );
         let expected = if to == "0" {
             vec![jobs[0].0]
         } else {
@@ -457,18 +445,14 @@ fn reindex_of_the_group_indexes_beside_ordered_claims_behind_a_deep_backlog() {
         "SELECT id FROM queue_claim('m.ord', 'holder', 1, '1 hour')",
         &[],
     );
-    let mut statements: Vec<String> = admin
-        .query(
-            "SELECT format('REINDEX INDEX CONCURRENTLY %I', indexname) FROM pg_indexes
-              WHERE tablename IN ('queue_live_0', 'queue_live_1')
-                AND indexdef LIKE '%(queue_id, group_key, id)%'
-              ORDER BY indexname",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let mut statements: Vec<String> = column(
+        &mut admin,
+        "SELECT format('REINDEX INDEX CONCURRENTLY %I', indexname) FROM pg_indexes
+          WHERE tablename IN ('queue_live_0', 'queue_live_1')
+            AND indexdef LIKE '%(queue_id, group_key, id)%'
+          ORDER BY indexname",
+        &[],
+    );
     assert_eq!(statements.len(), 4, "two group indexes per partition");
     statements.push("REINDEX TABLE CONCURRENTLY queue_live_0".into());
     statements.push("REINDEX TABLE CONCURRENTLY queue_live_1".into());
@@ -526,16 +510,12 @@ fn reindex_of_the_group_indexes_beside_ordered_claims_behind_a_deep_backlog() {
         claimed.windows(2).all(|w| w[0].0 < w[1].0),
         "b's jobs were claimed out of order"
     );
-    let left: (i64, i64, i64) = {
-        let row = admin
-            .query_one(
-                "SELECT pending, processing, head_id FROM queue_groups('m.ord')
-                  WHERE group_key = 'a'",
-                &[],
-            )
-            .unwrap();
-        (row.get(0), row.get(1), row.get(2))
-    };
+    let left: (i64, i64, i64) = one_row(
+        &mut admin,
+        "SELECT pending, processing, head_id FROM queue_groups('m.ord')
+          WHERE group_key = 'a'",
+        &[],
+    );
     assert_eq!(left, (9999, 1, a_head), "group a waits on its head, whole");
     let b_left: i64 = one(
         &mut admin,

@@ -54,7 +54,10 @@ fn the_worker_measures_its_deliveries_per_queue_and_database_until_a_restart() {
     let sent = histograms(&mut admin, "sent");
     let counts_of: Vec<i64> = sent.iter().map(|h| h.2).collect();
     assert_eq!(counts_of, [20, 0, 1, 19], "{sent:?}");
-    assert!(sent[3].3 >= 19.0 * 0.02, "the runs' sum holds their sleeps: {sent:?}");
+    assert!(
+        sent[3].3 >= 19.0 * 0.02,
+        "the runs' sum holds their sleeps: {sent:?}"
+    );
 
     // another database, a queue of the same name, pulled: its own figures
     cluster.create_database(
@@ -81,9 +84,7 @@ fn queues_beyond_the_slots_are_counted_as_dropped() {
     let mut admin = cluster.connect();
     for n in 0..20 {
         let queue = format!("q{n}");
-        admin
-            .execute("SELECT queue_create($1)", &[&queue])
-            .unwrap();
+        admin.execute("SELECT queue_create($1)", &[&queue]).unwrap();
         enqueue_many(&mut admin, &queue, 1);
         let jobs = claim(&mut admin, &queue, 1);
         complete_all(&mut admin, &jobs);

@@ -6,7 +6,7 @@
 use std::process::Command;
 
 use queue_client_tests::{
-    as_owner, eventually, one, run, Cluster, QueueState, JOBS_IN_EVERY_STATUS,
+    as_owner, column, eventually, one, run, Cluster, QueueState, JOBS_IN_EVERY_STATUS,
 };
 
 fn config(variable: &str) -> String {
@@ -45,12 +45,7 @@ fn pg_upgrade_from_15_to_18_keeps_queues_working() {
     )
     .unwrap();
     let schedules = "SELECT row(s.*)::text FROM queue_schedules s ORDER BY name";
-    let schedules_before: Vec<String> = app
-        .query(schedules, &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let schedules_before: Vec<String> = column(&mut app, schedules, &[]);
     eventually("the first mail delivered on 15", || {
         one::<i64>(&mut app, "SELECT count(*) FROM outbox", &[]) == 1
     });
@@ -128,12 +123,7 @@ fn pg_upgrade_from_15_to_18_keeps_queues_working() {
         &[],
     );
     assert_eq!(totals, [2, 2], "the counters go on from 15's");
-    let schedules_after: Vec<String> = app
-        .query(schedules, &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let schedules_after: Vec<String> = column(&mut app, schedules, &[]);
     assert_eq!(schedules_after, schedules_before);
     app.batch_execute("SELECT queue_schedule('nightly', 'work', '* * * * * *')")
         .unwrap();

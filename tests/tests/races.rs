@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use queue_client_tests::{
-    claim, complete, complete_all, enqueue_many, eventually, on_connections, one, Cluster,
+    claim, complete, complete_all, enqueue_many, eventually, on_connections, one, one_row, Cluster,
 };
 
 /// 8 connections claim and complete 5,000 jobs until the queue is empty:
@@ -119,15 +119,13 @@ fn an_expired_lease_is_reclaimed_and_fenced_off() {
         "SELECT queue_enqueue('race.lease', '{\"work\": 1}')",
         &[],
     );
-    let old = first
-        .query_one(
-            "SELECT id, lease::text, attempt FROM queue_claim('race.lease', 'first')",
-            &[],
-        )
-        .unwrap();
-    let old_lease: String = old.get(1);
-    assert_eq!(old.get::<_, i64>(0), job);
-    assert_eq!(old.get::<_, i32>(2), 1);
+    let (old_id, old_lease, old_attempt): (i64, String, i32) = one_row(
+        &mut first,
+        "SELECT id, lease::text, attempt FROM queue_claim('race.lease', 'first')",
+        &[],
+    );
+    assert_eq!(old_id, job);
+    assert_eq!(old_attempt, 1);
     assert!(second
         .query("SELECT id FROM queue_claim('race.lease', 'second')", &[])
         .unwrap()
@@ -140,15 +138,13 @@ fn an_expired_lease_is_reclaimed_and_fenced_off() {
             &[&job],
         )
     });
-    let new = second
-        .query_one(
-            "SELECT id, lease::text, attempt FROM queue_claim('race.lease', 'second', lease => '1 hour')",
-            &[],
-        )
-        .unwrap();
-    let new_lease: String = new.get(1);
-    assert_eq!(new.get::<_, i64>(0), job);
-    assert_eq!(new.get::<_, i32>(2), 2);
+    let (new_id, new_lease, new_attempt): (i64, String, i32) = one_row(
+        &mut second,
+        "SELECT id, lease::text, attempt FROM queue_claim('race.lease', 'second', lease => '1 hour')",
+        &[],
+    );
+    assert_eq!(new_id, job);
+    assert_eq!(new_attempt, 2);
     assert_ne!(new_lease, old_lease);
 
     let completed = complete(&mut first, job, &old_lease);
@@ -280,15 +276,13 @@ fn rotate_under_load(retention: &'static str, completions: Completions) {
     assert!(unique.is_subset(&produced));
     // (a queue with retention 0 keeps no row of a succeeded job: the
     // counters say how many succeeded)
-    let row = admin
-        .query_one(
-            "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*),
-                    (SELECT succeeded_total FROM queue_stats WHERE queue = 'race.ring')
-               FROM queue_jobs WHERE queue = 'race.ring'",
-            &[],
-        )
-        .unwrap();
-    let (kept, left, succeeded): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    let (kept, left, succeeded): (i64, i64, i64) = one_row(
+        &mut admin,
+        "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*),
+                (SELECT succeeded_total FROM queue_stats WHERE queue = 'race.ring')
+           FROM queue_jobs WHERE queue = 'race.ring'",
+        &[],
+    );
     assert_eq!(succeeded, unique.len() as i64);
     if single {
         assert_eq!(left, produced.len() as i64 - succeeded, "no job lost");

@@ -17,7 +17,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use queue_client_tests::receiver::Receiver;
-use queue_client_tests::{eventually, one, Client, Cluster, NoTls, DB};
+use queue_client_tests::{all_rows, column, eventually, one, one_row, Client, Cluster, NoTls, DB};
 
 /// The repository's root.
 fn root() -> PathBuf {
@@ -25,6 +25,23 @@ fn root() -> PathBuf {
         .parent()
         .unwrap()
         .to_path_buf()
+}
+
+/// tests/readme/node_modules, where the Node snippets find their packages;
+/// the test fails at once, saying how to install them, without `package`.
+fn node_modules(package: &str) -> PathBuf {
+    let modules = root().join("tests/readme/node_modules");
+    assert!(
+        modules.join(package).exists(),
+        "{} has no {package}: run scripts/setup.sh (npm ci --prefix tests/readme)",
+        modules.display()
+    );
+    modules
+}
+
+/// The environment of a Node snippet that needs `pg`.
+fn node_path() -> [(&'static str, PathBuf); 1] {
+    [("NODE_PATH", node_modules("pg"))]
 }
 
 /// The manual's pages: README.md, then every docs/*.md in name order.
@@ -198,16 +215,12 @@ fn finish(mut child: Child, files: [PathBuf; 2], limit: Duration) -> Output {
 
 /// (payload, status, attempts, last_error) of every job of `queue`, by id.
 fn jobs(admin: &mut Client, queue: &str) -> Vec<(String, String, i32, Option<String>)> {
-    admin
-        .query(
-            "SELECT payload::text, status, attempts, last_error FROM queue_jobs
-              WHERE queue = $1 ORDER BY id",
-            &[&queue],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-        .collect()
+    all_rows(
+        admin,
+        "SELECT payload::text, status, attempts, last_error FROM queue_jobs
+          WHERE queue = $1 ORDER BY id",
+        &[&queue],
+    )
 }
 
 fn job(
@@ -399,18 +412,7 @@ fn python_loop_works_through_its_jobs_and_stops() {
 
 #[test]
 fn node_loop_works_through_its_jobs_and_stops() {
-    let modules = root().join("tests/readme/node_modules");
-    assert!(
-        modules.join("pg").exists(),
-        "{} has no pg: run scripts/setup.sh (npm ci --prefix tests/readme)",
-        modules.display()
-    );
-    check_loop(
-        "node-loop",
-        "node",
-        "consumer.js",
-        &[("NODE_PATH", modules)],
-    );
+    check_loop("node-loop", "node", "consumer.js", &node_path());
 }
 
 /// The example's command line, then a crate of one's own as the manual
@@ -725,12 +727,7 @@ fn sender_examples_deliver_as_they_say() {
                 job(r#"{"to": "nobody"}"#, "failed", 1, Some("bad address")),
             ]
     });
-    let outbox: Vec<String> = admin
-        .query("SELECT recipient FROM public.outbox", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let outbox: Vec<String> = column(&mut admin, "SELECT recipient FROM public.outbox", &[]);
     assert_eq!(outbox, ["ada@example.com"]);
     psql_ok(&cluster, "postgres", &snippet("sender-settings"));
     eventually("the welcome delivered through mailer's search_path", || {
@@ -754,17 +751,11 @@ fn front_page_sender_and_webhook_run_as_pasted() {
         jobs(&mut admin, "notifications")
             == vec![job(r#"{"to": "ada@example.com"}"#, "succeeded", 1, None)]
     });
-    let outbox: Vec<String> = admin
-        .query("SELECT recipient FROM public.outbox", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let outbox: Vec<String> = column(&mut admin, "SELECT recipient FROM public.outbox", &[]);
     assert_eq!(outbox, ["ada@example.com"]);
 
-    admin.batch_execute("CREATE DATABASE mydb").unwrap();
+    cluster.create_database("mydb", "CREATE EXTENSION queue");
     let mut mydb = cluster.connect_to("mydb");
-    mydb.batch_execute("CREATE EXTENSION queue").unwrap();
     let out = psql_in(&cluster, "postgres", "mydb", &snippet("front-webhook"));
     assert!(out.status.success(), "{}", text(&out));
     let sender: String = one(
@@ -785,11 +776,7 @@ fn webhook_examples_register_and_verify_as_pasted() {
     let endpoint = receiver.url("");
     let cluster = Cluster::start_with(&[&format!("queue.webhook_allow = '{endpoint}'")]);
     let mut admin = cluster.connect();
-    admin.batch_execute("CREATE DATABASE mydb").unwrap();
-    cluster
-        .connect_to("mydb")
-        .batch_execute("CREATE EXTENSION queue")
-        .unwrap();
+    cluster.create_database("mydb", "CREATE EXTENSION queue");
     let out = psql_in(&cluster, "postgres", "mydb", &snippet("webhook-setup"));
     assert!(out.status.success(), "{}", text(&out));
     assert!(
@@ -851,12 +838,7 @@ fn webhook_examples_register_and_verify_as_pasted() {
     // Node: the snippet, with `body` and `headers` defined before it (its
     // import is hoisted), printing the job it verified; beside a link to
     // tests/readme's node_modules, where ESM looks for standardwebhooks
-    let modules = root().join("tests/readme/node_modules");
-    assert!(
-        modules.join("standardwebhooks").exists(),
-        "{} has no standardwebhooks: run scripts/setup.sh (npm ci --prefix tests/readme)",
-        modules.display()
-    );
+    let modules = node_modules("standardwebhooks");
     std::os::unix::fs::symlink(&modules, cluster.socket_dir().join("node_modules")).unwrap();
     let node = write(
         &cluster,
@@ -903,16 +885,12 @@ fn group_examples_run_in_order_as_any_role() {
     create_role(&mut admin, "tenant_ops");
     let out = psql_ok(&cluster, "tenant_ops", &snippets("groups").join("\n"));
     let processing = |admin: &mut Client, queue: &str| -> Vec<String> {
-        admin
-            .query(
-                "SELECT payload::text FROM queue_jobs WHERE queue = $1 AND status = 'processing'
-                  ORDER BY id",
-                &[&queue],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect()
+        column(
+            admin,
+            "SELECT payload::text FROM queue_jobs WHERE queue = $1 AND status = 'processing'
+              ORDER BY id",
+            &[&queue],
+        )
     };
     assert_eq!(
         processing(&mut admin, "sync"),
@@ -927,16 +905,12 @@ fn group_examples_run_in_order_as_any_role() {
         ],
         "the head of each order"
     );
-    let limits: (Option<i32>, Option<i32>, Option<i32>, Option<i32>) = {
-        let row = admin
-            .query_one(
-                "SELECT max_in_flight, group_max_in_flight, rate_limit, group_rate_limit
-                   FROM queue_queues WHERE name = 'mail'",
-                &[],
-            )
-            .unwrap();
-        (row.get(0), row.get(1), row.get(2), row.get(3))
-    };
+    let limits: (Option<i32>, Option<i32>, Option<i32>, Option<i32>) = one_row(
+        &mut admin,
+        "SELECT max_in_flight, group_max_in_flight, rate_limit, group_rate_limit
+           FROM queue_queues WHERE name = 'mail'",
+        &[],
+    );
     assert_eq!(limits, (Some(20), Some(2), None, Some(5000)));
     assert!(
         out.contains("order-7"),
@@ -963,15 +937,11 @@ fn front_page_unblocks_a_stuck_group_as_pasted() {
             job(r#"{"event": "paid"}"#, "pending", 0, None),
         ]
     );
-    let next: Vec<String> = admin
-        .query(
-            "SELECT payload::text FROM queue_claim('order-events', max_jobs => 10)",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let next: Vec<String> = column(
+        &mut admin,
+        "SELECT payload::text FROM queue_claim('order-events', max_jobs => 10)",
+        &[],
+    );
     assert_eq!(
         next,
         [r#"{"event": "created"}"#],
@@ -989,17 +959,13 @@ fn recurring_examples_schedule_and_fire_as_pasted() {
     create_role(&mut admin, "tenant_app");
     let out = psql_ok(&cluster, "tenant_app", &snippet("recurring"));
     assert!(out.contains("(3 rows)"), "the digest's next ticks:\n{out}");
-    let schedules: Vec<(String, String, String, i64)> = admin
-        .query(
-            "SELECT name, time_zone, to_char(next_run_at AT TIME ZONE time_zone, 'HH24:MI:SS'),
-                    runs_total
-               FROM queue_schedules ORDER BY name",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-        .collect();
+    let schedules: Vec<(String, String, String, i64)> = all_rows(
+        &mut admin,
+        "SELECT name, time_zone, to_char(next_run_at AT TIME ZONE time_zone, 'HH24:MI:SS'),
+                runs_total
+           FROM queue_schedules ORDER BY name",
+        &[],
+    );
     assert_eq!(schedules.len(), 3, "{schedules:?}");
     assert_eq!(
         (
@@ -1227,8 +1193,7 @@ fn python_reply_handler_answers_with_the_result_of_a_pulled_and_a_pushed_job() {
 
 #[test]
 fn node_reply_handler_answers_with_the_result_of_a_pulled_and_a_pushed_job() {
-    let modules = root().join("tests/readme/node_modules");
-    let env = [("NODE_PATH", modules)];
+    let env = node_path();
     check_reply_handler("node-reply", "node", "reply_server.js", &env, false);
     check_reply_handler("node-reply", "node", "reply_server.js", &env, true);
 }
@@ -1272,15 +1237,11 @@ fn dependencies_example_releases_the_load_as_pasted() {
         .map(|l| l.to_string())
         .collect();
     assert_eq!(shown, expected, "{stdout}");
-    let load: (String, i32) = {
-        let row = admin
-            .query_one(
-                "SELECT status, waiting_for FROM queue_jobs WHERE queue = 'load'",
-                &[],
-            )
-            .unwrap();
-        (row.get(0), row.get(1))
-    };
+    let load: (String, i32) = one_row(
+        &mut admin,
+        "SELECT status, waiting_for FROM queue_jobs WHERE queue = 'load'",
+        &[],
+    );
     assert_eq!(load, ("pending".to_string(), 0), "released, due now");
 }
 
@@ -1301,15 +1262,11 @@ fn check_callback(name: &str, program: &str, file: &str, env: &[(&str, PathBuf)]
     let (child, files) = spawn(&cluster, command, name);
     let out = finish(child, files, LOOP_LIMIT);
     assert!(out.status.success(), "{name}:\n{}", text(&out));
-    let images: Vec<(i64, String, Option<String>)> = admin
-        .query(
-            "SELECT id, status, result::text FROM queue_jobs WHERE queue = 'images' ORDER BY id",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect();
+    let images: Vec<(i64, String, Option<String>)> = all_rows(
+        &mut admin,
+        "SELECT id, status, result::text FROM queue_jobs WHERE queue = 'images' ORDER BY id",
+        &[],
+    );
     let statuses: Vec<&str> = images.iter().map(|i| i.1.as_str()).collect();
     assert_eq!(statuses, ["succeeded", "succeeded", "failed"], "{name}");
     let report: String = one(
@@ -1344,13 +1301,7 @@ fn python_callback_reads_each_parents_outcome() {
 
 #[test]
 fn node_callback_reads_each_parents_outcome() {
-    let modules = root().join("tests/readme/node_modules");
-    check_callback(
-        "node-callback",
-        "node",
-        "batch_callback.js",
-        &[("NODE_PATH", modules)],
-    );
+    check_callback("node-callback", "node", "batch_callback.js", &node_path());
 }
 
 /// docs/operations.md's metrics and traces: a transaction's trace context

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use postgres::error::SqlState;
 use queue_client_tests::receiver::{Receiver, Reply};
-use queue_client_tests::{eventually, one, Client, Cluster, DURABLE};
+use queue_client_tests::{all_rows, complete, eventually, one, one_row, Client, Cluster, DURABLE};
 
 /// Waits until the standby has replayed everything the primary wrote so
 /// far.
@@ -106,15 +106,11 @@ fn a_standby_reads_refuses_changes_with_25006_and_serves_once_promoted() {
              SELECT queue_schedule('r.tick', 'r.pull', '@daily', paused => true);",
         )
         .unwrap();
-    let (held_id, held_lease): (i64, String) = {
-        let row = admin
-            .query_one(
-                "SELECT id, lease::text FROM queue_claim('r.pull', 'primary', 1, '1 hour')",
-                &[],
-            )
-            .unwrap();
-        (row.get(0), row.get(1))
-    };
+    let (held_id, held_lease): (i64, String) = one_row(
+        &mut admin,
+        "SELECT id, lease::text FROM queue_claim('r.pull', 'primary', 1, '1 hour')",
+        &[],
+    );
     let standby = primary.standby(&["queue.enabled = on"]);
     let mut reader = standby.connect();
     caught_up(&mut admin, &mut reader);
@@ -188,11 +184,7 @@ fn a_standby_reads_refuses_changes_with_25006_and_serves_once_promoted() {
     eventually("the promoted standby to deliver r.sql", || {
         one::<i64>(&mut promoted, "SELECT count(*) FROM effects", &[]) == 20
     });
-    assert!(one::<bool>(
-        &mut promoted,
-        "SELECT queue_complete($1, $2::text::uuid)",
-        &[&held_id, &held_lease]
-    ));
+    assert!(complete(&mut promoted, held_id, &held_lease));
     assert_eq!(
         one::<i64>(
             &mut promoted,
@@ -241,16 +233,7 @@ fn a_failover_to_a_synchronous_standby_loses_nothing() {
             receiver.url("/hook")
         ))
         .unwrap();
-    let standby = primary.standby(&[&allow, "synchronous_standby_names = ''"]);
-    primary.configure(&["synchronous_standby_names = '*'"]);
-    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
-    eventually("the standby to be synchronous", || {
-        one::<i64>(
-            &mut admin,
-            "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
-            &[],
-        ) == 1
-    });
+    let standby = primary.synchronous_standby(&[&allow]);
 
     let acked: Arc<Mutex<Vec<Acked>>> = Arc::new(Mutex::new(Vec::new()));
     let held: Arc<Mutex<Vec<(i64, String)>>> = Arc::new(Mutex::new(Vec::new()));
@@ -307,11 +290,7 @@ fn a_failover_to_a_synchronous_standby_loses_nothing() {
     assert!(!held.is_empty(), "the pull consumers held leases");
     for (id, lease) in &held {
         assert!(
-            one::<bool>(
-                &mut new,
-                "SELECT queue_complete($1, $2::text::uuid)",
-                &[id, lease]
-            ),
+            complete(&mut new, *id, lease),
             "the lease of job {id}, claimed on the old primary, completes"
         );
     }
@@ -357,12 +336,13 @@ fn a_failover_to_a_synchronous_standby_loses_nothing() {
         "{unanswered:?}"
     );
     // each SQL sender's effect once, for every f.sql job
-    let effects: BTreeMap<i64, i64> = new
-        .query("SELECT job_id, count(*) FROM effects GROUP BY job_id", &[])
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let effects: BTreeMap<i64, i64> = all_rows(
+        &mut new,
+        "SELECT job_id, count(*) FROM effects GROUP BY job_id",
+        &[],
+    )
+    .into_iter()
+    .collect();
     let sql_jobs: BTreeSet<i64> = jobs
         .iter()
         .filter(|(_, (q, _))| q == "f.sql")
@@ -402,15 +382,11 @@ fn a_failover_to_a_synchronous_standby_loses_nothing() {
                 .filter(|(q, s)| q == queue && status.is_none_or(|status| s == status))
                 .count() as i64
         };
-        let (enqueued, succeeded): (i64, i64) = {
-            let row = new
-                .query_one(
-                    "SELECT enqueued_total, succeeded_total FROM queue_stats WHERE queue = $1",
-                    &[&queue],
-                )
-                .unwrap();
-            (row.get(0), row.get(1))
-        };
+        let (enqueued, succeeded): (i64, i64) = one_row(
+            &mut new,
+            "SELECT enqueued_total, succeeded_total FROM queue_stats WHERE queue = $1",
+            &[&queue],
+        );
         assert_eq!(
             (enqueued, succeeded),
             (count(None), count(Some("succeeded"))),

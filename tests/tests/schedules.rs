@@ -7,22 +7,22 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use queue_client_tests::{eventually, one, Client, Cluster, DURABLE};
+use queue_client_tests::{
+    all_rows, column, complete, eventually, one, one_row, Client, Cluster, DURABLE,
+};
 
 /// The ticks (whole Unix seconds) that schedule `name` has enqueued jobs
 /// for, each with how many jobs it got.
 fn ticks_of(client: &mut Client, name: &str) -> BTreeMap<i64, i64> {
-    client
-        .query(
-            "SELECT extract(epoch FROM (headers->>'scheduled_for')::timestamptz)::bigint,
-                    count(*)
-               FROM queue_jobs WHERE headers->>'schedule' = $1 GROUP BY 1",
-            &[&name],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect()
+    all_rows(
+        client,
+        "SELECT extract(epoch FROM (headers->>'scheduled_for')::timestamptz)::bigint,
+                count(*)
+           FROM queue_jobs WHERE headers->>'schedule' = $1 GROUP BY 1",
+        &[&name],
+    )
+    .into_iter()
+    .collect()
 }
 
 /// Seconds `from..=to` missing from `ticks`.
@@ -64,25 +64,17 @@ fn a_minute_of_ticks_gets_one_job_each_and_no_overlap_skips() {
         for row in rows {
             let (id, lease): (i64, String) = (row.get(0), row.get(1));
             std::thread::sleep(Duration::from_millis(3500));
-            let done: bool = one(
-                &mut consumer,
-                "SELECT queue_complete($1, $2::text::uuid)",
-                &[&id, &lease],
-            );
+            let done: bool = complete(&mut consumer, id, &lease);
             assert!(done);
             handled += 1;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (runs, skipped): (i64, i64) = {
-        let row = client
-            .query_one(
-                "SELECT runs_total, skipped_total FROM queue_schedules WHERE name = 'no-overlap'",
-                &[],
-            )
-            .unwrap();
-        (row.get(0), row.get(1))
-    };
+    let (runs, skipped): (i64, i64) = one_row(
+        &mut client,
+        "SELECT runs_total, skipped_total FROM queue_schedules WHERE name = 'no-overlap'",
+        &[],
+    );
     client
         .batch_execute("SELECT queue_unschedule('every-second'), queue_unschedule('no-overlap')")
         .unwrap();
@@ -102,28 +94,20 @@ fn a_minute_of_ticks_gets_one_job_each_and_no_overlap_skips() {
     assert_eq!(missing(&ticks, first, last), Vec::<i64>::new());
     assert!(ticks.values().all(|n| *n == 1), "{ticks:?}");
     // each delivered once (the sender's own record)
-    let (rows, distinct): (i64, i64) = {
-        let row = client
-            .query_one(
-                "SELECT count(*), count(DISTINCT scheduled_for) FROM ticks",
-                &[],
-            )
-            .unwrap();
-        (row.get(0), row.get(1))
-    };
+    let (rows, distinct): (i64, i64) = one_row(
+        &mut client,
+        "SELECT count(*), count(DISTINCT scheduled_for) FROM ticks",
+        &[],
+    );
     assert_eq!((rows, distinct), (ticks.len() as i64, ticks.len() as i64));
     // how late: from the tick to the job's enqueue, and to its delivery
-    let mut lags: Vec<(f64, f64)> = client
-        .query(
-            "SELECT extract(epoch FROM j.enqueued_at - t.scheduled_for)::float8,
-                    extract(epoch FROM t.delivered_at - t.scheduled_for)::float8
-               FROM ticks t JOIN queue_jobs j ON j.id = t.job",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let mut lags: Vec<(f64, f64)> = all_rows(
+        &mut client,
+        "SELECT extract(epoch FROM j.enqueued_at - t.scheduled_for)::float8,
+                extract(epoch FROM t.delivered_at - t.scheduled_for)::float8
+           FROM ticks t JOIN queue_jobs j ON j.id = t.job",
+        &[],
+    );
     lags.sort_by(|a, b| a.0.total_cmp(&b.0));
     let enqueue: Vec<f64> = lags.iter().map(|l| l.0).collect();
     let mut delivery: Vec<f64> = lags.iter().map(|l| l.1).collect();
@@ -297,17 +281,13 @@ fn a_dozen_tenants_on_four_slots_fire_every_tick_once() {
             .collect();
         assert_eq!(gaps, Vec::<i64>::new(), "{name}: a tick without its job");
         assert!(ticks.values().all(|n| *n == 1), "{name}: {ticks:?}");
-        let mut lag: Vec<f64> = client
-            .query(
-                "SELECT extract(epoch FROM enqueued_at
-                                - (headers->>'scheduled_for')::timestamptz)::float8
-                   FROM queue_jobs WHERE queue = 'digest'",
-                &[],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        let mut lag: Vec<f64> = column(
+            &mut client,
+            "SELECT extract(epoch FROM enqueued_at
+                            - (headers->>'scheduled_for')::timestamptz)::float8
+               FROM queue_jobs WHERE queue = 'digest'",
+            &[],
+        );
         lags.append(&mut lag);
     }
     lags.sort_by(f64::total_cmp);
@@ -356,15 +336,11 @@ fn exactly_one_job_per_tick_across_crashes_while_ticks_fire() {
             "{name}: a tick with two jobs: {ticks:?}"
         );
         assert_eq!(missing(&ticks, first, last), Vec::<i64>::new(), "{name}");
-        let (runs, skipped): (i64, i64) = {
-            let row = client
-                .query_one(
-                    "SELECT runs_total, skipped_total FROM queue_schedules WHERE name = $1",
-                    &[&name],
-                )
-                .unwrap();
-            (row.get(0), row.get(1))
-        };
+        let (runs, skipped): (i64, i64) = one_row(
+            &mut client,
+            "SELECT runs_total, skipped_total FROM queue_schedules WHERE name = $1",
+            &[&name],
+        );
         assert_eq!((runs, skipped), (ticks.len() as i64, 0), "{name}");
     }
     // every job of the sender queue delivered once: the crashes lost none
@@ -376,33 +352,20 @@ fn exactly_one_job_per_tick_across_crashes_while_ticks_fire() {
         );
         left == 0
     });
-    let (delivered, jobs): (i64, i64) = {
-        let row = client
-            .query_one(
-                "SELECT (SELECT count(*) FROM seen),
-                        (SELECT count(*) FROM queue_jobs WHERE queue = 'pushed')",
-                &[],
-            )
-            .unwrap();
-        (row.get(0), row.get(1))
-    };
+    let (delivered, jobs): (i64, i64) = one_row(
+        &mut client,
+        "SELECT (SELECT count(*) FROM seen),
+                (SELECT count(*) FROM queue_jobs WHERE queue = 'pushed')",
+        &[],
+    );
     assert_eq!(delivered, jobs);
 }
 
 #[test]
 fn a_failover_to_a_synchronous_standby_keeps_one_job_per_tick() {
     let primary = Cluster::start_with(&[DURABLE]);
-    let standby = primary.standby(&["synchronous_standby_names = ''"]);
-    primary.configure(&["synchronous_standby_names = '*'"]);
+    let standby = primary.synchronous_standby(&[]);
     let mut client = primary.connect();
-    client.batch_execute("SELECT pg_reload_conf()").unwrap();
-    eventually("the standby to be synchronous", || {
-        one::<i64>(
-            &mut client,
-            "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
-            &[],
-        ) == 1
-    });
     client
         .batch_execute(
             "SELECT queue_create('ha');

@@ -6,29 +6,24 @@
 
 use std::collections::HashSet;
 
-use queue_client_tests::{enqueue_many, eventually, one, Client, Cluster, NoTls, DB, DURABLE};
+use queue_client_tests::{
+    all_rows, column, enqueue_many, eventually, one, one_row, unfinished, Client, Cluster, NoTls,
+    DB, DURABLE,
+};
 
 /// (status, count) of the jobs of `queue`.
 fn statuses(client: &mut Client, queue: &str) -> Vec<(String, i64)> {
-    client
-        .query(
-            "SELECT status, count(*) FROM queue_jobs WHERE queue = $1 GROUP BY 1 ORDER BY 1",
-            &[&queue],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect()
+    all_rows(
+        client,
+        "SELECT status, count(*) FROM queue_jobs WHERE queue = $1 GROUP BY 1 ORDER BY 1",
+        &[&queue],
+    )
 }
 
 /// Waits until every job of `queue` has ended (no pending or processing).
 fn drained(client: &mut Client, queue: &str) {
     eventually(&format!("queue {queue} to drain"), || {
-        one::<i64>(
-            client,
-            "SELECT count(*) FROM queue_jobs WHERE queue = $1 AND status IN ('pending', 'processing')",
-            &[&queue],
-        ) == 0
+        unfinished(client, queue) == 0
     });
 }
 
@@ -59,12 +54,38 @@ fn mailer_queue(client: &mut Client, queue: &str, sender: &str, options: &str) {
 }
 
 fn sent_jobs(client: &mut Client) -> Vec<i64> {
+    column(client, "SELECT job FROM app.sent ORDER BY job", &[])
+}
+
+/// (status, attempts, last_error) of job `id`.
+fn outcome(client: &mut Client, id: i64) -> (String, i32, String) {
+    one_row(
+        client,
+        "SELECT status, attempts, last_error FROM queue_job($1)",
+        &[&id],
+    )
+}
+
+/// A sender app.deliver that records each job in app.sent.
+const DELIVER: &str = "CREATE FUNCTION app.deliver(job jsonb) RETURNS void LANGUAGE sql AS $$
+    INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user, 'sent')
+$$;";
+
+/// `queue` owned by mailer, delivered by a sender app.slow that sleeps
+/// `sleep` (seconds, an SQL expression of `job`) before it records each job
+/// and its attempt in app.sent.
+fn slow_queue(client: &mut Client, queue: &str, sleep: &str) {
     client
-        .query("SELECT job FROM app.sent ORDER BY job", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
+        .batch_execute(&format!(
+            "CREATE FUNCTION app.slow(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
+             BEGIN
+                 PERFORM pg_sleep({sleep});
+                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, (job->>'attempt')::int,
+                                              current_user, 'sent');
+             END $$;"
+        ))
+        .unwrap();
+    mailer_queue(client, queue, "app.slow(jsonb)", "");
 }
 
 #[test]
@@ -103,27 +124,19 @@ fn a_thousand_jobs_are_delivered_exactly_once() {
     };
     assert_eq!((who.as_str(), attempts), ("mailer", 1));
     // history says what the sender was told: attempt 1, by the worker
-    let recorded: Vec<(i32, Option<String>, i64)> = client
-        .query(
-            "SELECT attempts, worker, count(*) FROM queue_jobs WHERE queue = 'e2e'
-              GROUP BY 1, 2",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect();
+    let recorded: Vec<(i32, Option<String>, i64)> = all_rows(
+        &mut client,
+        "SELECT attempts, worker, count(*) FROM queue_jobs WHERE queue = 'e2e'
+          GROUP BY 1, 2",
+        &[],
+    );
     assert_eq!(recorded, [(1, Some("queue worker".to_string()), 1000)]);
-    let (sender, delivered): (Option<String>, i64) = {
-        let row = client
-            .query_one(
-                "SELECT s.sender, w.jobs_delivered FROM queue_stats s, queue_workers w
-                  WHERE s.queue = 'e2e' AND w.database = current_database()",
-                &[],
-            )
-            .unwrap();
-        (row.get(0), row.get(1))
-    };
+    let (sender, delivered): (Option<String>, i64) = one_row(
+        &mut client,
+        "SELECT s.sender, w.jobs_delivered FROM queue_stats s, queue_workers w
+          WHERE s.queue = 'e2e' AND w.database = current_database()",
+        &[],
+    );
     assert_eq!(sender.as_deref(), Some("app.deliver(jsonb)"));
     assert!(delivered >= 1000, "{delivered}");
 }
@@ -160,21 +173,12 @@ fn failures_follow_the_retry_policy_and_roll_back() {
         &[],
     );
     drained(&mut client, "flaky");
-    let job = |client: &mut Client, id: i64| -> (String, i32, String) {
-        let row = client
-            .query_one(
-                "SELECT status, attempts, last_error FROM queue_job($1)",
-                &[&id],
-            )
-            .unwrap();
-        (row.get(0), row.get(1), row.get(2))
-    };
     assert_eq!(
-        job(&mut client, retried),
+        outcome(&mut client, retried),
         ("failed".into(), 3, "smtp down (attempt 3)".into())
     );
     assert_eq!(
-        job(&mut client, permanent),
+        outcome(&mut client, permanent),
         ("failed".into(), 1, "no such mailbox".into())
     );
     assert!(
@@ -230,10 +234,7 @@ fn a_sender_runs_as_its_role_and_cannot_leave_it() {
         .batch_execute("SELECT queue_enqueue('roles', '{}')")
         .unwrap();
     drained(&mut client, "roles");
-    let row = client
-        .query_one("SELECT who, note FROM app.sent", &[])
-        .unwrap();
-    let (who, note): (String, String) = (row.get(0), row.get(1));
+    let (who, note): (String, String) = one_row(&mut client, "SELECT who, note FROM app.sent", &[]);
     assert_eq!(who, "mailer/no superuser");
     assert_eq!(
         note,
@@ -278,15 +279,11 @@ fn settings_of_one_sender_never_reach_the_next() {
         .unwrap();
     drained(&mut client, "setter");
     drained(&mut client, "reader");
-    let seen: Vec<String> = client
-        .query(
-            "SELECT DISTINCT note FROM app.sent WHERE note <> 'setter'",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let seen: Vec<String> = column(
+        &mut client,
+        "SELECT DISTINCT note FROM app.sent WHERE note <> 'setter'",
+        &[],
+    );
     // the settings of a new session of mailer (the server's defaults)
     assert_eq!(seen, ["4MB | \"$user\", public | queue worker | 0"]);
 }
@@ -315,12 +312,7 @@ fn a_sender_written_like_any_other_function_works() {
         .unwrap();
     drained(&mut client, "welcome");
     assert_eq!(statuses(&mut client, "welcome"), [("succeeded".into(), 5)]);
-    let who: Vec<String> = client
-        .query("SELECT DISTINCT who FROM outbox", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let who: Vec<String> = column(&mut client, "SELECT DISTINCT who FROM outbox", &[]);
     assert_eq!(who, ["mailer"]);
 }
 
@@ -397,12 +389,10 @@ fn a_role_that_loses_execute_or_is_dropped_is_not_delivered_for() {
     let cluster = Cluster::start();
     let mut client = cluster.connect();
     setup(&mut client);
+    client.batch_execute(DELIVER).unwrap();
     client
         .batch_execute(
-            "CREATE FUNCTION app.deliver(job jsonb) RETURNS void LANGUAGE sql AS $$
-                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user, 'sent')
-             $$;
-             CREATE ROLE temp_mailer;
+            "CREATE ROLE temp_mailer;
              GRANT USAGE ON SCHEMA app TO temp_mailer;
              GRANT INSERT ON app.sent TO temp_mailer;",
         )
@@ -432,15 +422,11 @@ fn a_role_that_loses_execute_or_is_dropped_is_not_delivered_for() {
     drained(&mut client, "revoked");
     drained(&mut client, "orphaned");
     assert!(sent_jobs(&mut client).is_empty());
-    let errors: Vec<(String, String)> = client
-        .query(
-            "SELECT queue, last_error FROM queue_failed ORDER BY queue",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let errors: Vec<(String, String)> = all_rows(
+        &mut client,
+        "SELECT queue, last_error FROM queue_failed ORDER BY queue",
+        &[],
+    );
     assert_eq!(errors.len(), 2, "{errors:?}");
     assert_eq!(errors[0].0, "orphaned");
     assert!(errors[0].1.contains("no longer exists"), "{errors:?}");
@@ -486,14 +472,14 @@ fn a_search_path_hijack_is_never_executed() {
         )
         .unwrap();
     // registered by its unqualified name, with app first on the path
+    mailer_queue(
+        &mut client,
+        "hijack",
+        "deliver(jsonb)",
+        ", max_attempts => 1",
+    );
     client
-        .batch_execute(
-            "SET ROLE mailer;
-             SELECT queue_create('hijack', max_attempts => 1);
-             SELECT queue_register_sender('hijack', 'deliver(jsonb)');
-             RESET ROLE;
-             SELECT queue_enqueue('hijack', '{}');",
-        )
+        .batch_execute("SELECT queue_enqueue('hijack', '{}')")
         .unwrap();
     drained(&mut client, "hijack");
     let hijacked: i64 = one(&mut client, "SELECT count(*) FROM public.hijacked", &[]);
@@ -514,17 +500,7 @@ fn a_crash_during_delivery_loses_nothing_and_duplicates_nothing() {
     let cluster = Cluster::start_with(&[DURABLE]);
     let mut client = cluster.connect();
     setup(&mut client);
-    client
-        .batch_execute(
-            "CREATE FUNCTION app.slow(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
-             BEGIN
-                 PERFORM pg_sleep(0.005);
-                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, (job->>'attempt')::int,
-                                              current_user, 'sent');
-             END $$;",
-        )
-        .unwrap();
-    mailer_queue(&mut client, "crash", "app.slow(jsonb)", "");
+    slow_queue(&mut client, "crash", "0.005");
     let mut ids = enqueue_many(&mut client, "crash", 600);
     eventually("some jobs to be delivered", || {
         one::<i64>(&mut client, "SELECT count(*) FROM app.sent", &[]) > 50
@@ -558,13 +534,7 @@ fn a_sender_that_kills_its_worker_uses_up_only_its_own_attempts() {
         "PERFORM pg_terminate_backend(pg_backend_pid());",
     );
     drained(&mut client, "poison");
-    let row = client
-        .query_one(
-            "SELECT status, attempts, last_error FROM queue_job($1)",
-            &[&poison],
-        )
-        .unwrap();
-    let (status, attempts, error): (String, i32, String) = (row.get(0), row.get(1), row.get(2));
+    let (status, attempts, error) = outcome(&mut client, poison);
     assert_eq!((status.as_str(), attempts), ("failed", 3));
     assert_eq!(error, "the queue worker stopped during attempt 3 of 3");
     ids.sort_unstable();
@@ -604,10 +574,7 @@ fn a_sender_that_crashes_the_server_uses_up_only_its_own_attempts() {
             .is_ok_and(|r| r.get::<_, String>(0) == "failed")
     });
     drained(&mut client, "crash");
-    let row = client
-        .query_one("SELECT attempts, last_error FROM queue_job($1)", &[&poison])
-        .unwrap();
-    let (attempts, error): (i32, String) = (row.get(0), row.get(1));
+    let (_, attempts, error) = outcome(&mut client, poison);
     assert_eq!(attempts, 2);
     assert_eq!(error, "the queue worker stopped during attempt 2 of 2");
     ids.sort_unstable();
@@ -679,17 +646,11 @@ fn a_cancel_during_delivery_waits_and_never_leaves_an_effect() {
     let cluster = Cluster::start();
     let mut client = cluster.connect();
     setup(&mut client);
-    client
-        .batch_execute(
-            "CREATE FUNCTION app.slow(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
-             BEGIN
-                 PERFORM pg_sleep(CASE WHEN job->'payload' ? 'slow' THEN 1 ELSE 0.003 END);
-                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, (job->>'attempt')::int,
-                                              current_user, 'sent');
-             END $$;",
-        )
-        .unwrap();
-    mailer_queue(&mut client, "cancel", "app.slow(jsonb)", "");
+    slow_queue(
+        &mut client,
+        "cancel",
+        "CASE WHEN job->'payload' ? 'slow' THEN 1 ELSE 0.003 END",
+    );
     // A job in the same batch as a slow one: its cancel waits for the
     // batch, and finds it delivered.
     client
@@ -698,13 +659,11 @@ fn a_cancel_during_delivery_waits_and_never_leaves_an_effect() {
     // (both in one transaction: a round of the worker that started before
     // the pause committed can still claim what it then sees, and must see
     // both or neither)
-    let row = client
-        .query_one(
-            "SELECT queue_enqueue('cancel', '{\"slow\": 1}'), queue_enqueue('cancel', '{}')",
-            &[],
-        )
-        .unwrap();
-    let (slow, next): (i64, i64) = (row.get(0), row.get(1));
+    let (slow, next): (i64, i64) = one_row(
+        &mut client,
+        "SELECT queue_enqueue('cancel', '{\"slow\": 1}'), queue_enqueue('cancel', '{}')",
+        &[],
+    );
     client
         .batch_execute("SELECT queue_resume('cancel')")
         .unwrap();
@@ -751,13 +710,7 @@ fn unregistering_stops_delivery() {
     let cluster = Cluster::start();
     let mut client = cluster.connect();
     setup(&mut client);
-    client
-        .batch_execute(
-            "CREATE FUNCTION app.deliver(job jsonb) RETURNS void LANGUAGE sql AS $$
-                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user, 'sent')
-             $$;",
-        )
-        .unwrap();
+    client.batch_execute(DELIVER).unwrap();
     mailer_queue(&mut client, "unreg", "app.deliver(jsonb)", "");
     let first: i64 = one(&mut client, "SELECT queue_enqueue('unreg', '{}')", &[]);
     drained(&mut client, "unreg");
@@ -818,13 +771,7 @@ fn a_hung_sender_is_cancelled_by_the_timeout() {
     );
     let fine: i64 = one(&mut client, "SELECT queue_enqueue('hang', '{}')", &[]);
     drained(&mut client, "hang");
-    let row = client
-        .query_one(
-            "SELECT status, attempts, last_error FROM queue_job($1)",
-            &[&hung],
-        )
-        .unwrap();
-    let (status, attempts, error): (String, i32, String) = (row.get(0), row.get(1), row.get(2));
+    let (status, attempts, error) = outcome(&mut client, hung);
     assert_eq!(
         (status.as_str(), attempts, error.as_str()),
         ("failed", 2, "canceling statement due to statement timeout")
@@ -874,19 +821,14 @@ fn a_slow_queue_does_not_starve_another() {
     let cluster = Cluster::start();
     let mut client = cluster.connect();
     setup(&mut client);
+    slow_queue(&mut client, "slow", "0.05");
     client
         .batch_execute(
-            "CREATE FUNCTION app.slow(job jsonb) RETURNS void LANGUAGE plpgsql AS $$
-             BEGIN
-                 PERFORM pg_sleep(0.05);
-                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user, 'slow');
-             END $$;
-             CREATE FUNCTION app.fast(job jsonb) RETURNS void LANGUAGE sql AS $$
+            "CREATE FUNCTION app.fast(job jsonb) RETURNS void LANGUAGE sql AS $$
                  INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user, 'fast')
              $$;",
         )
         .unwrap();
-    mailer_queue(&mut client, "slow", "app.slow(jsonb)", "");
     mailer_queue(&mut client, "fast", "app.fast(jsonb)", "");
     // 300 slow jobs (15 s of work), then 30 fast ones
     enqueue_many(&mut client, "slow", 300);
@@ -948,15 +890,11 @@ fn the_worker_buries_expired_leases_and_cleans_up() {
             &[],
         ) == 0
     });
-    let totals: (i64, i64) = {
-        let row = client
-            .query_one(
-                "SELECT succeeded_total, failed_total FROM queue_stats WHERE queue = 'pull'",
-                &[],
-            )
-            .unwrap();
-        (row.get(0), row.get(1))
-    };
+    let totals: (i64, i64) = one_row(
+        &mut client,
+        "SELECT succeeded_total, failed_total FROM queue_stats WHERE queue = 'pull'",
+        &[],
+    );
     assert_eq!(totals, (2, 1));
 }
 
@@ -965,13 +903,7 @@ fn a_sender_made_again_as_a_set_returning_function_is_not_called() {
     let cluster = Cluster::start();
     let mut client = cluster.connect();
     setup(&mut client);
-    client
-        .batch_execute(
-            "CREATE FUNCTION app.deliver(job jsonb) RETURNS void LANGUAGE sql AS $$
-                 INSERT INTO app.sent VALUES ((job->>'id')::bigint, 1, current_user, 'sent')
-             $$;",
-        )
-        .unwrap();
+    client.batch_execute(DELIVER).unwrap();
     mailer_queue(
         &mut client,
         "remade",

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Barrier};
 
-use queue_client_tests::{eventually, one, Client, Cluster};
+use queue_client_tests::{column, eventually, one, one_row, Client, Cluster};
 
 /// A sender queue `events` in the current database whose sender records
 /// each call in `deliveries` (qualified names, so that only the scheduling
@@ -20,13 +20,11 @@ const TENANT: &str = "
 
 /// (calls, distinct jobs called for) in `database`.
 fn deliveries(client: &mut Client) -> (i64, i64) {
-    let row = client
-        .query_one(
-            "SELECT count(*), count(DISTINCT job) FROM public.deliveries",
-            &[],
-        )
-        .unwrap();
-    (row.get(0), row.get(1))
+    one_row(
+        client,
+        "SELECT count(*), count(DISTINCT job) FROM public.deliveries",
+        &[],
+    )
 }
 
 #[test]
@@ -142,15 +140,11 @@ fn a_database_nobody_uses_still_has_its_finished_jobs_cleaned_up() {
     let mut pids = std::collections::HashSet::new();
     let mut idle_seen = false;
     eventually("the finished jobs cleaned up without a commit", || {
-        let running: Vec<i32> = main
-            .query(
-                "SELECT pid FROM queue_workers WHERE database = current_database() AND pid IS NOT NULL",
-                &[],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        let running: Vec<i32> = column(
+            &mut main,
+            "SELECT pid FROM queue_workers WHERE database = current_database() AND pid IS NOT NULL",
+            &[],
+        );
         idle_seen |= running.is_empty();
         pids.extend(running);
         succeeded(&mut main) == 0

@@ -91,7 +91,10 @@ fn a_traced_job_carries_its_trace_through_webhook_attempts_and_their_spans() {
     let collector = Collector::start(&dir);
     let cluster = Cluster::start_with(&[
         &format!("queue.webhook_allow = 'http://127.0.0.1:{}'", receiver.port),
-        &format!("queue.otlp_endpoint = 'http://127.0.0.1:{}'", collector.port),
+        &format!(
+            "queue.otlp_endpoint = 'http://127.0.0.1:{}'",
+            collector.port
+        ),
     ]);
     let mut admin = cluster.connect();
     receiver.answer(
@@ -151,7 +154,11 @@ fn a_traced_job_carries_its_trace_through_webhook_attempts_and_their_spans() {
     assert!(spans[0]["message"].as_str().unwrap().contains("503"));
     assert_eq!(spans[1]["attributes"]["queue.job.outcome"], "succeeded");
     assert_eq!(spans[1]["status"], 1);
-    let exported: i64 = one(&mut admin, "SELECT spans_exported FROM queue_metrics_status()", &[]);
+    let exported: i64 = one(
+        &mut admin,
+        "SELECT spans_exported FROM queue_metrics_status()",
+        &[],
+    );
     assert_eq!(exported, 2);
 }
 
@@ -182,15 +189,17 @@ fn a_sql_sender_sees_the_trace_and_its_attempt_is_a_span_of_it() {
             && collector.spans().len() == 2
     });
     let seen: Vec<Option<String>> = admin
-        .query("SELECT traceparent FROM seen ORDER BY traceparent NULLS LAST", &[])
+        .query(
+            "SELECT traceparent FROM seen ORDER BY traceparent NULLS LAST",
+            &[],
+        )
         .unwrap()
         .iter()
         .map(|r| r.get(0))
         .collect();
     assert_eq!(seen, [Some(format!("00-{TRACE}-{PARENT}-01")), None]);
     let spans = collector.spans();
-    let traced: Vec<&serde_json::Value> =
-        spans.iter().filter(|s| s["trace_id"] == TRACE).collect();
+    let traced: Vec<&serde_json::Value> = spans.iter().filter(|s| s["trace_id"] == TRACE).collect();
     assert_eq!(traced.len(), 1, "{spans:?}");
     assert_eq!(traced[0]["parent_span_id"], PARENT);
     assert_eq!(traced[0]["attributes"]["queue.job.outcome"], "succeeded");
@@ -212,9 +221,8 @@ fn a_collector_that_never_answers_drops_spans_and_delivery_goes_on() {
         }
         std::thread::sleep(Duration::from_secs(120));
     });
-    let cluster = Cluster::start_with(&[&format!(
-        "queue.otlp_endpoint = 'http://127.0.0.1:{port}'"
-    )]);
+    let cluster =
+        Cluster::start_with(&[&format!("queue.otlp_endpoint = 'http://127.0.0.1:{port}'")]);
     let mut admin = cluster.connect();
     admin
         .batch_execute(
@@ -232,9 +240,17 @@ fn a_collector_that_never_answers_drops_spans_and_delivery_goes_on() {
         ) == 0
     });
     eventually("spans dropped and counted", || {
-        one::<i64>(&mut admin, "SELECT spans_dropped FROM queue_metrics_status()", &[]) > 0
+        one::<i64>(
+            &mut admin,
+            "SELECT spans_dropped FROM queue_metrics_status()",
+            &[],
+        ) > 0
     });
-    let exported: i64 = one(&mut admin, "SELECT spans_exported FROM queue_metrics_status()", &[]);
+    let exported: i64 = one(
+        &mut admin,
+        "SELECT spans_exported FROM queue_metrics_status()",
+        &[],
+    );
     assert_eq!(exported, 0);
     drop(held);
 }

@@ -6,19 +6,15 @@
 //! object, and keep every job, sender, counter and grant working.
 
 use queue_client_tests::{
-    eventually, one, pg_config, Client, Cluster, QueueState, JOBS_IN_EVERY_STATUS,
+    column, complete, eventually, one, one_row, pg_config, Client, Cluster, QueueState,
+    JOBS_IN_EVERY_STATUS,
 };
 
 /// Every object of the extension, with its definition (tests/sql).
 const OBJECTS: &str = include_str!("../sql/extension_objects.sql");
 
 fn objects(client: &mut Client, privileges: bool) -> Vec<String> {
-    client
-        .query(OBJECTS, &[&privileges])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
+    column(client, OBJECTS, &[&privileges])
 }
 
 /// The lines of `a` not in `b`, and of `b` not in `a`, for a readable failure.
@@ -201,30 +197,22 @@ fn update_from(old: &str, comment: Option<&str>) {
     // queue_enqueue gained arguments in 0.3.0 and 0.4.0: a new function
     // each time, which carries the old one's privileges, as the DBA's own
     // (pg_dump keeps dumping them: no initial privileges recorded for them)
-    let enqueue_grants: (bool, bool, i64) = {
-        let row = filled
-            .query_one(
-                "SELECT has_function_privilege('app', 'queue_enqueue(text, jsonb, interval, int,
-                            text, timestamptz, jsonb, text, bigint[], text)', 'EXECUTE'),
-                        has_function_privilege('public', 'queue_enqueue(text, jsonb, interval, int,
-                            text, timestamptz, jsonb, text, bigint[], text)', 'EXECUTE'),
-                        (SELECT count(*) FROM pg_init_privs
-                          WHERE objoid = 'queue_enqueue'::regproc)",
-                &[],
-            )
-            .unwrap();
-        (row.get(0), row.get(1), row.get(2))
-    };
+    let enqueue_grants: (bool, bool, i64) = one_row(
+        &mut filled,
+        "SELECT has_function_privilege('app', 'queue_enqueue(text, jsonb, interval, int,
+                    text, timestamptz, jsonb, text, bigint[], text)', 'EXECUTE'),
+                has_function_privilege('public', 'queue_enqueue(text, jsonb, interval, int,
+                    text, timestamptz, jsonb, text, bigint[], text)', 'EXECUTE'),
+                (SELECT count(*) FROM pg_init_privs
+                  WHERE objoid = 'queue_enqueue'::regproc)",
+        &[],
+    );
     assert_eq!(
         enqueue_grants,
         (true, false, 0),
         "queue_enqueue's grants carried over"
     );
-    let completed: bool = one(
-        &mut filled,
-        "SELECT queue_complete($1, $2::text::uuid)",
-        &[&held_id, &held_lease],
-    );
+    let completed: bool = complete(&mut filled, held_id, &held_lease);
     assert!(completed, "the lease held across the update completes");
     let claimed: i64 = one(
         &mut filled,

@@ -9,7 +9,7 @@ use std::thread;
 use std::time::Duration;
 
 use postgres::Client;
-use queue_client_tests::{claim, eventually, one, Cluster};
+use queue_client_tests::{claim, complete, eventually, one, one_row, waiting_in, Cluster};
 
 /// A wait long enough that returning by timeout would fail the test.
 const LONG: &str = "60 seconds";
@@ -40,12 +40,7 @@ fn waiter(
 
 /// How many backends wait in queue_wait now.
 fn waiting(client: &mut Client) -> i64 {
-    one(
-        client,
-        "SELECT count(*) FROM pg_stat_activity
-          WHERE query LIKE 'CALL queue_wait%' AND wait_event_type = 'Extension'",
-        &[],
-    )
+    waiting_in(client, "queue_wait")
 }
 
 fn until_waiting(client: &mut Client, n: i64) {
@@ -239,11 +234,7 @@ fn a_finished_job_frees_an_ordered_group_and_a_limit_for_a_waiter() {
         let rx = waiter(&cluster, queue, LONG);
         until_waiting(&mut admin, 1);
         still_waiting(&mut admin, &rx);
-        let done: bool = one(
-            &mut admin,
-            "SELECT queue_complete($1, $2::text::uuid)",
-            &[&first[0].0, &first[0].1],
-        );
+        let done = complete(&mut admin, first[0].0, &first[0].1);
         assert!(done);
         assert!(ready(rx), "{queue}");
         assert_eq!(claim(&mut admin, queue, 10).len(), 1);
@@ -283,11 +274,7 @@ fn a_finished_job_wakes_a_held_waiter_of_its_own_queue_only() {
             until_waiting(&mut admin, n as i64 + 1);
         }
         let mine = mine.unwrap();
-        let done: bool = one(
-            &mut admin,
-            "SELECT queue_complete($1, $2::text::uuid)",
-            &[&in_flight_a[0].0, &in_flight_a[0].1],
-        );
+        let done = complete(&mut admin, in_flight_a[0].0, &in_flight_a[0].1);
         assert!(done);
         assert!(ready(mine), "round {round}: a's waiter is woken, ready");
         // b's waiters still wait, every one: then they are let go
@@ -434,16 +421,12 @@ fn a_hundred_waiters_hold_no_snapshot_and_no_lock() {
     admin.batch_execute("SELECT queue_create('w')").unwrap();
     let waiters: Vec<_> = (0..100).map(|_| waiter(&cluster, "w", LONG)).collect();
     until_waiting(&mut admin, 100);
-    let (with_xmin, with_xid): (i64, i64) = {
-        let row = admin
-            .query_one(
-                "SELECT count(backend_xmin), count(backend_xid) FROM pg_stat_activity
-                  WHERE query LIKE 'CALL queue_wait%'",
-                &[],
-            )
-            .unwrap();
-        (row.get(0), row.get(1))
-    };
+    let (with_xmin, with_xid): (i64, i64) = one_row(
+        &mut admin,
+        "SELECT count(backend_xmin), count(backend_xid) FROM pg_stat_activity
+          WHERE query LIKE 'CALL queue_wait%'",
+        &[],
+    );
     assert_eq!((with_xmin, with_xid), (0, 0));
     let locks: i64 = one(
         &mut admin,

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use queue_client_tests::receiver::{Receiver, Reply};
-use queue_client_tests::{eventually, one, Client, Cluster, DB, DURABLE};
+use queue_client_tests::{all_rows, column, eventually, one, Client, Cluster, DB, DURABLE};
 
 fn allow(receiver: &Receiver) -> String {
     format!("queue.webhook_allow = 'http://127.0.0.1:{}'", receiver.port)
@@ -27,15 +27,11 @@ fn webhook_queue(client: &mut Client, receiver: &Receiver, path: &str) {
 }
 
 fn enqueue(client: &mut Client, n: i32) -> Vec<i64> {
-    client
-        .query(
-            "SELECT * FROM queue_enqueue_batch('w', array_fill('{}'::jsonb, ARRAY[$1::int]))",
-            &[&n],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
+    column(
+        client,
+        "SELECT * FROM queue_enqueue_batch('w', array_fill('{}'::jsonb, ARRAY[$1::int]))",
+        &[&n],
+    )
 }
 
 fn all_delivered(client: &mut Client) {
@@ -63,17 +59,15 @@ fn posted(receiver: &Receiver, path: &str) -> BTreeMap<i64, Vec<String>> {
 
 /// The webhook-id of each job of w from its stored identity, by job id.
 fn stored(client: &mut Client) -> BTreeMap<i64, String> {
-    client
-        .query(
-            "SELECT id, 'msg_' || replace(uid::text, '-', '') FROM queue_live
-             UNION ALL
-             SELECT id, 'msg_' || replace(uid::text, '-', '') FROM queue_done",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect()
+    all_rows(
+        client,
+        "SELECT id, 'msg_' || replace(uid::text, '-', '') FROM queue_live
+         UNION ALL
+         SELECT id, 'msg_' || replace(uid::text, '-', '') FROM queue_done",
+        &[],
+    )
+    .into_iter()
+    .collect()
 }
 
 /// One webhook-id per job, the one it stored; returns them.

@@ -19,6 +19,20 @@ fn status(client: &mut Client, id: i64) -> String {
     one(client, "SELECT status FROM queue_job($1)", &[&id])
 }
 
+/// A new database `name` whose queue `hooks` posts to `url` (`options`
+/// added to its registration); a connection to it.
+fn database_with_hooks(cluster: &Cluster, name: &str, url: &str, options: &str) -> Client {
+    cluster.create_database(
+        name,
+        &format!(
+            "CREATE EXTENSION queue;
+             SELECT queue_create('hooks');
+             SELECT queue_register_webhook('hooks', '{url}'{options});"
+        ),
+    );
+    cluster.connect_to(name)
+}
+
 fn enqueue(client: &mut Client, queue: &str, payload: &str) -> i64 {
     one(
         client,
@@ -275,19 +289,7 @@ fn a_hung_endpoint_never_holds_up_another_queue() {
     // still only max_in_flight of the hung queue were sent
     assert_eq!(receiver.seen("/stuck").len(), 4);
     // and another database delivers beside it
-    cluster
-        .connect_to("postgres")
-        .batch_execute("CREATE DATABASE beside")
-        .unwrap();
-    let mut beside = cluster.connect_to("beside");
-    beside
-        .batch_execute(&format!(
-            "CREATE EXTENSION queue;
-             SELECT queue_create('hooks');
-             SELECT queue_register_webhook('hooks', '{}');",
-            receiver.url("/beside")
-        ))
-        .unwrap();
+    let mut beside = database_with_hooks(&cluster, "beside", &receiver.url("/beside"), "");
     let ids: Vec<i64> = (0..50)
         .map(|_| enqueue(&mut beside, "hooks", "{}"))
         .collect();
@@ -419,19 +421,9 @@ fn drop_database_and_drop_extension_while_requests_hang() {
     receiver.answer("/", vec![Reply::Hang]);
     let mut admin = cluster.connect_to("postgres");
     for name in ["hung_a", "hung_b"] {
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .unwrap();
-        cluster
-            .connect_to(name)
-            .batch_execute(&format!(
-                "CREATE EXTENSION queue;
-                 SELECT queue_create('hooks');
-                 SELECT queue_register_webhook('hooks', '{}', timeout => '1 hour');
-                 SELECT queue_enqueue('hooks', '{{}}');",
-                receiver.url(&format!("/{name}"))
-            ))
-            .unwrap();
+        let url = receiver.url(&format!("/{name}"));
+        let mut hung = database_with_hooks(&cluster, name, &url, ", timeout => '1 hour'");
+        enqueue(&mut hung, "hooks", "{}");
     }
     eventually("both requests open", || {
         receiver.seen("/hung_a").len() == 1 && receiver.seen("/hung_b").len() == 1
@@ -472,19 +464,7 @@ fn a_hung_endpoint_gives_its_slot_up_to_another_database() {
     ))
     .unwrap();
     eventually("the request open", || receiver.seen("/hung").len() == 1);
-    cluster
-        .connect_to("postgres")
-        .batch_execute("CREATE DATABASE other")
-        .unwrap();
-    let mut other = cluster.connect_to("other");
-    other
-        .batch_execute(&format!(
-            "CREATE EXTENSION queue;
-             SELECT queue_create('hooks');
-             SELECT queue_register_webhook('hooks', '{}');",
-            receiver.url("/other")
-        ))
-        .unwrap();
+    let mut other = database_with_hooks(&cluster, "other", &receiver.url("/other"), "");
     let id = enqueue(&mut other, "hooks", "{}");
     eventually("the other database served on the one slot", || {
         status(&mut other, id) == "succeeded"

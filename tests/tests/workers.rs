@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use queue_client_tests::{eventually, one, Client, Cluster, NoTls, DB};
+use queue_client_tests::{all_rows, eventually, one, one_row, Client, Cluster, NoTls, DB};
 
 /// Checks that `f` holds for a while: only for an absence that nothing
 /// records (no worker comes back, none starts while switched off); what
@@ -24,12 +24,11 @@ fn stays(what: &str, duration: Duration, mut f: impl FnMut() -> bool) {
 
 /// (pid, database, state) of every row of queue_workers.
 fn workers(client: &mut Client) -> Vec<(Option<i32>, Option<String>, String)> {
-    client
-        .query("SELECT pid, database, state FROM queue_workers", &[])
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect()
+    all_rows(
+        client,
+        "SELECT pid, database, state FROM queue_workers",
+        &[],
+    )
 }
 
 /// The pid of `database`'s worker, if one runs.
@@ -62,6 +61,18 @@ fn wakes(client: &mut Client) -> i64 {
 /// come for its jobs.
 const NOTHING_SENDER: &str =
     "CREATE FUNCTION public.nothing(job jsonb) RETURNS void LANGUAGE sql AS 'SELECT'";
+
+/// The no-op sender and a queue `queue` it delivers (whose commits ask for a
+/// worker at once); returns once the database's worker runs.
+fn nothing_queue_served(main: &mut Client, queue: &str) {
+    main.batch_execute(NOTHING_SENDER).unwrap();
+    main.batch_execute(&format!(
+        "SELECT queue_create('{queue}');
+         SELECT queue_register_sender('{queue}', 'public.nothing(jsonb)')"
+    ))
+    .unwrap();
+    eventually("the worker", || worker_of(main, DB).is_some());
+}
 
 #[test]
 fn the_launcher_finds_databases_and_workers_name_themselves() {
@@ -171,12 +182,7 @@ fn a_commit_wakes_the_worker_once_and_a_rollback_never() {
     let cluster = Cluster::start();
     let mut main = cluster.connect();
     // the worker is woken for jobs it delivers: a queue with a sender
-    main.batch_execute(NOTHING_SENDER).unwrap();
-    main.batch_execute(
-        "SELECT queue_create('w'); SELECT queue_register_sender('w', 'public.nothing(jsonb)')",
-    )
-    .unwrap();
-    eventually("the worker", || worker_of(&mut main, DB).is_some());
+    nothing_queue_served(&mut main, "w");
     // A commit sends its wake-up before it returns: the count of wake-ups
     // sent is exact right after each statement, with no window to wait out.
     let sent = |client: &mut Client| one::<i64>(client, "SELECT queue_wakes_sent()", &[]);
@@ -288,12 +294,7 @@ fn reloads_change_the_workers_at_once() {
     let mut main = cluster.connect();
     // a sender queue: its commits ask for a worker at once (a pull queue's
     // only make the database's upkeep due, for a visit later)
-    main.batch_execute(NOTHING_SENDER).unwrap();
-    main.batch_execute(
-        "SELECT queue_create('r'); SELECT queue_register_sender('r', 'public.nothing(jsonb)')",
-    )
-    .unwrap();
-    eventually("the worker", || worker_of(&mut main, DB).is_some());
+    nothing_queue_served(&mut main, "r");
     // a shorter idle time: the idle worker gives its slot back
     main.batch_execute("ALTER SYSTEM SET queue.idle_exit = 1")
         .unwrap();
@@ -509,13 +510,11 @@ fn a_busy_database_gets_a_helper_and_no_job_goes_out_twice() {
             &[],
         ) == 60_000
     });
-    let row = client
-        .query_one(
-            "SELECT count(*), count(DISTINCT id), count(DISTINCT pid) FROM sent",
-            &[],
-        )
-        .unwrap();
-    let (calls, jobs, workers): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    let (calls, jobs, workers): (i64, i64, i64) = one_row(
+        &mut client,
+        "SELECT count(*), count(DISTINCT id), count(DISTINCT pid) FROM sent",
+        &[],
+    );
     assert_eq!((calls, jobs), (60_000, 60_000), "each job delivered once");
     assert!(workers >= 2, "a helper delivered too ({workers} workers)");
     assert!(
