@@ -161,14 +161,17 @@ pub enum AfterRound {
 }
 
 /// `asked`: the launcher wants the slot; `batches`: delivered since the
-/// worker started; `more`: a batch was full. (After a round whose batches
-/// were not full nothing was left due at their claims; a job that a commit
-/// made due since has set the worker's latch, and a worker with a wake-up
-/// it has not taken in never leaves.)
-pub fn after_round(asked: bool, batches: usize, more: bool) -> AfterRound {
+/// worker started; `more`: a batch was full; `own_work`: the round's own
+/// commits made jobs due (a child released by the end of its last parent,
+/// a job a sender enqueued), which no wake-up announces to the worker that
+/// committed them. (After a round whose batches were not full nothing was
+/// left due at their claims; a job that another session's commit made due
+/// since has set the worker's latch, and a worker with a wake-up it has not
+/// taken in never leaves.)
+pub fn after_round(asked: bool, batches: usize, more: bool, own_work: bool) -> AfterRound {
     if asked && batches >= TURN_BATCHES {
         AfterRound::Leave
-    } else if more {
+    } else if more || own_work {
         AfterRound::Again
     } else {
         AfterRound::Rest
@@ -418,14 +421,24 @@ mod tests {
     fn a_worker_asked_to_leave_finishes_its_turn_first() {
         use AfterRound::*;
         // not asked: full batches go on, anything else rests
-        assert_eq!(after_round(false, 50, true), Again);
-        assert_eq!(after_round(false, 50, false), Rest);
+        assert_eq!(after_round(false, 50, true, false), Again);
+        assert_eq!(after_round(false, 50, false, false), Rest);
         // asked: leaves once its turn of batches is over, whatever is due
-        assert_eq!(after_round(true, TURN_BATCHES, true), Leave);
-        assert_eq!(after_round(true, TURN_BATCHES - 1, true), Again);
+        assert_eq!(after_round(true, TURN_BATCHES, true, false), Leave);
+        assert_eq!(after_round(true, TURN_BATCHES - 1, true, false), Again);
+        assert_eq!(after_round(true, TURN_BATCHES, false, true), Leave);
         // asked before its turn is over: goes on while batches are full,
         // else rests (and leaves, when nothing is due)
-        assert_eq!(after_round(true, 1, false), Rest);
+        assert_eq!(after_round(true, 1, false, false), Rest);
+    }
+
+    #[test]
+    fn a_round_whose_commits_made_jobs_due_is_followed_by_another() {
+        use AfterRound::*;
+        // a chain: each delivery releases the next job, which no commit of
+        // another session announces
+        assert_eq!(after_round(false, 1, false, true), Again);
+        assert_eq!(after_round(true, 1, false, true), Again);
     }
 
     #[test]

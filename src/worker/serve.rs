@@ -279,7 +279,8 @@ impl Worker {
             want_again(self.database, now);
             exit_cleanly();
         }
-        match decisions::after_round(asked, self.batches, round.more) {
+        let own_work = wake::take_own_work() && round.claimed > 0;
+        match decisions::after_round(asked, self.batches, round.more, own_work) {
             // its turn is over: at_exit puts the database back in line (not
             // while webhook requests are open: their outcomes are recorded
             // first)
@@ -393,8 +394,14 @@ fn reload_if_asked() {
     }
 }
 
-/// A helper leaves: its database's worker is there for what is left.
+/// A helper leaves: its database's worker is there for what is left, and
+/// is woken for the jobs that the helper's own deliveries made due.
 fn leave_helping(slot: usize) -> ! {
+    if wake::take_own_work() {
+        // SAFETY: MyDatabaseId is set when the helper connected to its
+        // database and never changes after.
+        wake::wake_worker(unsafe { pg_sys::MyDatabaseId });
+    }
     SHARED.exclusive().workers[slot].state = State::Stopping;
     exit_cleanly()
 }

@@ -30,6 +30,8 @@ thread_local! {
     static IN_WORKER: Cell<bool> = const { Cell::new(false) };
     /// This transaction changed the database's schedules.
     static SCHEDULES: Cell<bool> = const { Cell::new(false) };
+    /// A queue worker's own transactions made jobs due since it last asked.
+    static OWN_WORK: Cell<bool> = const { Cell::new(false) };
 }
 
 pub fn in_worker() {
@@ -65,7 +67,15 @@ pub fn schedules_changed_at_commit() {
 
 /// When the current transaction commits, do what `ask` says.
 pub fn ask_at_commit(ask: Ask) {
-    if !shared::available() || IN_WORKER.get() {
+    if !shared::available() {
+        return;
+    }
+    if IN_WORKER.get() {
+        // no latch to set: the worker looks again after its round (an
+        // extra round, should the transaction roll back, finds nothing)
+        if ask == Ask::Delivery {
+            OWN_WORK.set(true);
+        }
         return;
     }
     if !REGISTERED.replace(true) {
@@ -110,6 +120,17 @@ unsafe extern "C-unwind" fn at_transaction_end(
         }
         _ => {}
     }
+}
+
+/// Whether this worker's own transactions made jobs due since it last
+/// asked (for a chain of jobs, each released by its parent's delivery).
+pub fn take_own_work() -> bool {
+    OWN_WORK.replace(false)
+}
+
+/// Wakes `database`'s worker for jobs a helper's transactions made due.
+pub fn wake_worker(database: pg_sys::Oid) {
+    wake(database, Ask::Delivery, false);
 }
 
 /// Whether `database`'s schedules changed since the worker last asked.

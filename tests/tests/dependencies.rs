@@ -132,6 +132,42 @@ fn the_worker_delivers_a_chain_in_order_and_senders_see_their_parents() {
     assert_eq!(root, None, "no depends_on without parents");
 }
 
+/// A chain in a sender queue: each delivery's commit releases the next
+/// job, which no other session announces. With a poll of an hour, a worker
+/// that waited for its next look after each job (its upkeep's, once a
+/// second) would take 100 seconds over a chain of 100, past the deadline;
+/// it goes straight on when a round's own commits made jobs due.
+#[test]
+fn the_worker_goes_down_a_chain_without_waiting_for_its_poll() {
+    let cluster = Cluster::start_with(&["queue.poll_interval = '1h'"]);
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "CREATE TABLE seen (n serial, step int);
+             CREATE FUNCTION step(job jsonb) RETURNS void LANGUAGE sql
+                 AS $$ INSERT INTO seen (step) VALUES ((job->'payload'->>'step')::int) $$;
+             SELECT queue_create('chain');
+             SELECT queue_register_sender('chain', 'step(jsonb)');
+             BEGIN;
+             DO $$
+             DECLARE parent bigint;
+             BEGIN
+                 FOR i IN 1..100 LOOP
+                     parent := queue_enqueue('chain', jsonb_build_object('step', i),
+                                             depends_on => CASE WHEN parent IS NULL THEN NULL
+                                                                ELSE ARRAY[parent] END);
+                 END LOOP;
+             END $$;
+             COMMIT;",
+        )
+        .unwrap();
+    eventually("the chain delivered", || {
+        one::<i64>(&mut admin, "SELECT count(*) FROM seen", &[]) == 100
+    });
+    let order: Vec<i32> = column(&mut admin, "SELECT step FROM seen ORDER BY n", &[]);
+    assert_eq!(order, (1..=100).collect::<Vec<i32>>());
+}
+
 #[test]
 fn a_release_wakes_a_consumer_waiting_on_the_childs_queue() {
     let cluster = Cluster::start();
