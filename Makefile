@@ -123,7 +123,7 @@ clean:
 	cargo clean
 	rm -rf pg_test/results pg_test/regression.diffs
 
-## bench: queue against pgmq and the PostgreSQL ceiling, medians of 5 rounds of 10 s (about 25 min), then bench-webhooks; writes BENCHMARKS.md
+## bench: queue against pgmq and the PostgreSQL ceiling, medians of 5 rounds of 10 s (about 25 min), then bench-backlog, bench-webhooks and bench-workflows; writes BENCHMARKS.md
 ## soak: 10 minutes of steady load per side, the last 5 with a snapshot held, at 2,000 jobs/s (2 consumers, nothing kept) and at half of the peak (about 45 min); bench/soak-2000.png, bench/soak.png
 ## bench-smoke: the benchmark with tiny settings (well under a minute), only to show that it still works
 .PHONY: bench soak bench-smoke
@@ -133,6 +133,7 @@ bench: install
 	bench/backlog.sh
 	cargo build --release -p queue-bench-webhooks
 	bench/webhooks.sh
+	bench/workflows.sh
 soak: install
 	cargo build -p pgmq-install
 	SOAK_RATE=2000 SOAK_CONSUMERS=2 SOAK_RETENTION=0 SOAK_TAG=soak-2000 SOAK_PLOT=bench/soak-2000.png bench/soak.sh
@@ -153,6 +154,16 @@ bench-backlog: install
 bench-webhooks: install
 	cargo build --release -p queue-bench-webhooks
 	bench/webhooks.sh
+
+## bench-workflows: job results and queue_await, dependencies (chain, diamonds, fan-in, fan-out), pg-boss's flows beside them, and jobs without parents against the 0.3.0 release (BENCH_BASELINE), each build in a copy of PostgreSQL of its own under /tmp/qbench-pg (about 20 min); writes BENCHMARKS.md
+## bench-workflows-smoke: the same with tiny settings (a few minutes), only to show that it still runs
+.PHONY: bench-workflows bench-workflows-smoke
+bench-workflows: setup
+	bench/workflows.sh
+bench-workflows-smoke: setup
+	BENCH_ROUNDS=1 BENCH_SECS=1 BENCH_TRIPS=20 BENCH_AWAITERS=50 BENCH_AWAIT_ROUNDS=1 BENCH_DRAIN_JOBS=20000 \
+	    BENCH_CHAIN_JOBS=3 BENCH_FANIN=400 BENCH_FANOUT=400 BENCH_DOC= \
+	    BENCH_DIR=/tmp/qbench/workflows-smoke BENCH_PORT=54530 bench/workflows.sh
 
 ## bench-tenants: push delivery across 60, then 500 tenant databases on the default 4 worker slots: bursts, steady load, after idle, the launcher's idle CPU, schedules' lag (about 20 min; each phase waits at most 300 s for its deliveries); writes BENCHMARKS.md
 ## bench-tenants-smoke: the same with 6 databases and short phases (about a minute), only to show that it still runs
