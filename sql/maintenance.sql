@@ -18,12 +18,12 @@ BEGIN
 END
 $$;
 
--- Whether another session holds queue_tallies in a way that a request for
--- it alone would wait out: autovacuum, a prepared transaction, or any
--- transaction open for over 10 ms (statements that enqueue or finish a
--- job, or read queue_stats, and commit take a millisecond or two; a
--- transaction that does more holds its lock until it ends).
-CREATE FUNCTION queue_tallies_busy() RETURNS boolean
+-- Whether another session holds `tbl` in a way that a request for it alone
+-- would wait out: autovacuum, a prepared transaction, or any transaction
+-- open for over 10 ms (statements that enqueue, claim or finish a job, or
+-- read queue_stats, and commit take a millisecond or two; a transaction
+-- that does more holds its lock until it ends).
+CREATE FUNCTION queue_table_busy(tbl regclass) RETURNS boolean
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, @extschema@, pg_temp
 BEGIN ATOMIC
@@ -32,7 +32,7 @@ BEGIN ATOMIC
     SELECT pg_stat_clear_snapshot();
     SELECT EXISTS (SELECT FROM pg_locks l
                      LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-                    WHERE l.locktype = 'relation' AND l.relation = 'queue_tallies'::regclass
+                    WHERE l.locktype = 'relation' AND l.relation = tbl
                       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
                       AND l.pid IS DISTINCT FROM pg_backend_pid() AND l.granted
                       AND (l.pid IS NULL  -- a prepared transaction
@@ -40,36 +40,50 @@ BEGIN ATOMIC
                            OR a.xact_start < clock_timestamp() - interval '10 ms'));
 END;
 
+-- Takes `tbl` alone (ACCESS EXCLUSIVE, until the transaction ends) if that
+-- comes within 20 ms, and says whether it did. The lock is not even asked
+-- for while queue_table_busy() says it would not come: every writer queues
+-- behind the request for as long as it waits, and the background worker,
+-- whose upkeep asks, delivers nothing meanwhile (autovacuum, which keeps a
+-- table for seconds after heavy churn, held both up for lock_timeout each
+-- second).
+CREATE FUNCTION queue_lock_alone(tbl regclass) RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+DECLARE
+    previous text := current_setting('lock_timeout');
+BEGIN
+    IF queue_table_busy(tbl) THEN
+        RETURN false;
+    END IF;
+    PERFORM set_config('lock_timeout', '20ms', true);
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+    PERFORM set_config('lock_timeout', previous, true);
+    RETURN true;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;  -- (the block's abort restored lock_timeout)
+END
+$$;
+
 -- Folds the deltas in queue_tallies into queue_counters, and forgets the
 -- counters of dropped queues. One fold at a time (the lock is held until
 -- the caller's transaction ends).
 --
--- When queue_tallies can be had alone within 20 ms (writers in flight end
--- that soon), the folded deltas go with TRUNCATE, which leaves no dead rows:
--- otherwise every fold would add a dead row per statement since the last
--- one, which a snapshot held open would keep from vacuum. Else they are
--- deleted, as any MVCC reader expects. The lock is not even asked for while
--- queue_tallies_busy() says it would not come: every writer would queue
--- behind the request for as long as it waits.
+-- When queue_tallies can be had alone (queue_lock_alone), the folded
+-- deltas go with TRUNCATE, which leaves no dead rows: otherwise every fold
+-- would add a dead row per statement since the last one, which a snapshot
+-- held open would keep from vacuum. Else they are deleted, as any MVCC
+-- reader expects.
 CREATE FUNCTION queue_fold_tallies() RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, @extschema@, pg_temp
 AS $$
 DECLARE
-    previous text := current_setting('lock_timeout');
-    alone boolean := false;
+    alone boolean;
 BEGIN
     LOCK TABLE queue_counters IN SHARE ROW EXCLUSIVE MODE;
-    IF NOT queue_tallies_busy() THEN
-        BEGIN
-            PERFORM set_config('lock_timeout', '20ms', true);
-            LOCK TABLE queue_tallies IN ACCESS EXCLUSIVE MODE;
-            PERFORM set_config('lock_timeout', previous, true);
-            alone := true;
-        EXCEPTION WHEN lock_not_available THEN
-            NULL;  -- (the block's abort restored lock_timeout)
-        END;
-    END IF;
+    alone := queue_lock_alone('queue_tallies');
     -- (each of the first two is skipped whole by its constant condition)
     WITH deleted AS (
         DELETE FROM queue_tallies WHERE NOT alone RETURNING *
@@ -125,7 +139,7 @@ $$;
 
 -- Removes succeeded and cancelled jobs past their queue's retention and
 -- returns how many. A partition of queue_done whose jobs have all expired is
--- emptied at once with TRUNCATE (if its lock comes within lock_timeout);
+-- emptied at once with TRUNCATE (if it can be had alone: queue_lock_alone);
 -- other expired jobs are deleted, at most `chunk` per call, so that no call
 -- holds a long transaction. Failed jobs stay. queue_cleanup() is this with
 -- the chunk the documentation gives.
@@ -151,8 +165,7 @@ BEGIN
         part := format('queue_done_%s', i)::regclass;
         IF queue_done_past_retention(part, at) THEN
             BEGIN
-                EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', part);
-                IF queue_done_past_retention(part, at) THEN
+                IF queue_lock_alone(part) AND queue_done_past_retention(part, at) THEN
                     -- Every delta of this partition is committed now: fold
                     -- them, then its retained counts go with its rows.
                     PERFORM queue_fold_tallies();
@@ -315,7 +328,9 @@ BEGIN
         END IF;
     END IF;
     BEGIN
-        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', source);
+        IF NOT queue_lock_alone(source) THEN
+            RETURN false;
+        END IF;
         PERFORM nextval('queue_live_generation');
         -- Jobs of queues dropped meanwhile are left behind.
         EXECUTE format($sql$

@@ -59,25 +59,65 @@ ALTER TABLE queue_tallies ADD COLUMN live bigint NOT NULL DEFAULT 0;
 INSERT INTO queue_tallies (queue_id, live)
 SELECT queue_id, count(*) FROM queue_live GROUP BY queue_id;
 CREATE INDEX queue_live_blocked ON queue_live (queue_id) WHERE state = 'blocked';
+-- Upkeep takes a table alone only when that comes at once (maintenance.sql:
+-- queue_lock_alone): autovacuum held the worker up for lock_timeout.
+-- Whether another session holds `tbl` in a way that a request for it alone
+-- would wait out: autovacuum, a prepared transaction, or any transaction
+-- open for over 10 ms (statements that enqueue, claim or finish a job, or
+-- read queue_stats, and commit take a millisecond or two; a transaction
+-- that does more holds its lock until it ends).
+CREATE FUNCTION queue_table_busy(tbl regclass) RETURNS boolean
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, @extschema@, pg_temp
+BEGIN ATOMIC
+    -- (a transaction reads pg_stat_activity once and keeps what it read:
+    -- the live locks would meet the xact_start of earlier transactions)
+    SELECT pg_stat_clear_snapshot();
+    SELECT EXISTS (SELECT FROM pg_locks l
+                     LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+                    WHERE l.locktype = 'relation' AND l.relation = tbl
+                      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                      AND l.pid IS DISTINCT FROM pg_backend_pid() AND l.granted
+                      AND (l.pid IS NULL  -- a prepared transaction
+                           OR a.backend_type = 'autovacuum worker'
+                           OR a.xact_start < clock_timestamp() - interval '10 ms'));
+END;
+
+-- Takes `tbl` alone (ACCESS EXCLUSIVE, until the transaction ends) if that
+-- comes within 20 ms, and says whether it did. The lock is not even asked
+-- for while queue_table_busy() says it would not come: every writer queues
+-- behind the request for as long as it waits, and the background worker,
+-- whose upkeep asks, delivers nothing meanwhile (autovacuum, which keeps a
+-- table for seconds after heavy churn, held both up for lock_timeout each
+-- second).
+CREATE FUNCTION queue_lock_alone(tbl regclass) RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+DECLARE
+    previous text := current_setting('lock_timeout');
+BEGIN
+    IF queue_table_busy(tbl) THEN
+        RETURN false;
+    END IF;
+    PERFORM set_config('lock_timeout', '20ms', true);
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+    PERFORM set_config('lock_timeout', previous, true);
+    RETURN true;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;  -- (the block's abort restored lock_timeout)
+END
+$$;
+
 CREATE OR REPLACE FUNCTION queue_fold_tallies() RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, @extschema@, pg_temp
 AS $$
 DECLARE
-    previous text := current_setting('lock_timeout');
-    alone boolean := false;
+    alone boolean;
 BEGIN
     LOCK TABLE queue_counters IN SHARE ROW EXCLUSIVE MODE;
-    IF NOT queue_tallies_busy() THEN
-        BEGIN
-            PERFORM set_config('lock_timeout', '20ms', true);
-            LOCK TABLE queue_tallies IN ACCESS EXCLUSIVE MODE;
-            PERFORM set_config('lock_timeout', previous, true);
-            alone := true;
-        EXCEPTION WHEN lock_not_available THEN
-            NULL;  -- (the block's abort restored lock_timeout)
-        END;
-    END IF;
+    alone := queue_lock_alone('queue_tallies');
     -- (each of the first two is skipped whole by its constant condition)
     WITH deleted AS (
         DELETE FROM queue_tallies WHERE NOT alone RETURNING *
@@ -108,6 +148,83 @@ BEGIN
      WHERE NOT EXISTS (SELECT FROM queue_queues q WHERE q.id = c.queue_id);
 END
 $$;
+
+CREATE OR REPLACE FUNCTION queue_expire(chunk bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, @extschema@, pg_temp
+SET lock_timeout = '200ms'
+AS $$
+DECLARE
+    budget bigint := chunk;
+    removed bigint := 0;
+    n bigint;
+    part regclass;
+    at timestamptz := clock_timestamp();
+BEGIN
+    IF chunk IS NULL OR chunk < 1 THEN
+        RAISE EXCEPTION 'chunk must be at least 1, got %', coalesce(chunk::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM queue_check_read_committed('queue_cleanup');
+
+    FOR i IN 0..queue_history_partitions() - 1 LOOP
+        part := format('queue_done_%s', i)::regclass;
+        IF queue_done_past_retention(part, at) THEN
+            BEGIN
+                IF queue_lock_alone(part) AND queue_done_past_retention(part, at) THEN
+                    -- Every delta of this partition is committed now: fold
+                    -- them, then its retained counts go with its rows.
+                    PERFORM queue_fold_tallies();
+                    SELECT coalesce(sum(c.succeeded + c.cancelled), 0) INTO n
+                      FROM queue_counters c WHERE c.slot = i;
+                    UPDATE queue_counters c SET succeeded = 0, cancelled = 0
+                     WHERE c.slot = i;
+                    EXECUTE format('TRUNCATE %s', part);
+                    removed := removed + n;
+                    CONTINUE;
+                END IF;
+            EXCEPTION WHEN lock_not_available THEN
+                NULL;  -- in use: delete its expired jobs instead
+            END;
+        END IF;
+        CONTINUE WHEN budget <= 0;
+        EXECUTE format($sql$
+            WITH gone AS (
+                DELETE FROM %1$s d
+                 WHERE d.ctid = ANY (ARRAY(
+                       SELECT x.ctid
+                         FROM queue_queues q
+                        CROSS JOIN LATERAL (
+                              SELECT ctid FROM %1$s x
+                               WHERE x.queue_id = q.id
+                                 AND x.finished_at <= $1 - queue_kept_for(q.retention)
+                               ORDER BY x.finished_at
+                               LIMIT $2) x
+                        LIMIT $2))
+                RETURNING d.queue_id, d.slot, d.status
+            ), tally AS (
+                INSERT INTO queue_tallies (queue_id, slot, succeeded, cancelled)
+                SELECT queue_id, slot, -count(*) FILTER (WHERE status = 'succeeded'),
+                       -count(*) FILTER (WHERE status = 'cancelled')
+                  FROM gone GROUP BY queue_id, slot
+            )
+            SELECT count(*) FROM gone
+            $sql$, part) INTO n USING at, budget;
+        removed := removed + n;
+        budget := budget - n;
+    END LOOP;
+    -- Last: a fold that empties queue_tallies holds it alone until the
+    -- caller commits, and every writer waits that long.
+    BEGIN
+        PERFORM queue_fold_tallies();
+    EXCEPTION WHEN lock_not_available THEN
+        NULL;  -- another fold is running; the next call folds
+    END;
+    RETURN removed;
+END
+$$;
+
+DROP FUNCTION queue_tallies_busy();
 
 -- A job's result, parents and parents waited for in queue_jobs, the jobs
 -- waiting for parents in queue_stats (views.sql).
@@ -223,6 +340,7 @@ SELECT q.name AS queue,
          GROUP BY queue_id) c ON c.queue_id = q.id
  ORDER BY q.name;
 REVOKE ALL ON FUNCTION queue_oldest_due(integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION queue_table_busy(regclass), queue_lock_alone(regclass) FROM PUBLIC;
 
 -- (a row type of its own: the function's argument shares its name with the
 -- first column)
@@ -325,7 +443,9 @@ BEGIN
         END IF;
     END IF;
     BEGIN
-        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', source);
+        IF NOT queue_lock_alone(source) THEN
+            RETURN false;
+        END IF;
         PERFORM nextval('queue_live_generation');
         -- Jobs of queues dropped meanwhile are left behind.
         EXECUTE format($sql$
