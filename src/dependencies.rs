@@ -17,9 +17,9 @@ use pgrx::spi::SpiClient;
 
 use crate::announce;
 use crate::db::{self, args};
+use crate::ended_rows;
 use crate::ends::{Ended, Outcome};
 use crate::errors::QueueError;
-use crate::jobs;
 use crate::queries;
 
 /// What the enqueue of children with parents did to them.
@@ -211,7 +211,7 @@ fn cancel(client: &mut SpiClient<'_>, children: Vec<(i64, i64, Outcome)>) -> Vec
             outcomes.push(outcome.word());
         }
     }
-    jobs::cancel_children(client, ids, parents, outcomes)
+    cancel_children(client, ids, parents, outcomes)
 }
 
 /// Job `parent` was put back (queue_retry): the jobs its end cancelled
@@ -249,4 +249,29 @@ pub fn resume(client: &mut SpiClient<'_>, parent: i64) {
             }
         }
     }
+}
+
+/// Jobs `ids` end cancelled because their `parents` (one per job) ended as
+/// `outcomes` say; returns those it ended (`settle` settles theirs).
+fn cancel_children(
+    client: &mut SpiClient<'_>,
+    ids: Vec<i64>,
+    parents: Vec<i64>,
+    outcomes: Vec<&str>,
+) -> Vec<Ended> {
+    let now = db::timestamp(crate::time::now_us());
+    ended_rows::announced(
+        db::run(
+            client,
+            &queries::CANCEL_CHILDREN,
+            args![
+                ids = ids,
+                at = now,
+                status = "cancelled",
+                parents = parents,
+                outcomes = outcomes
+            ],
+        ),
+        Outcome::Cancelled,
+    )
 }

@@ -9,10 +9,10 @@ use pgrx::datum::{Interval, TimestampWithTimeZone, Uuid};
 use pgrx::pg_sys;
 use pgrx::spi::SpiClient;
 
-use crate::announce;
 use crate::catalog::{self, micros, Queue};
 use crate::db::{self, args};
 use crate::dependencies;
+use crate::ended_rows;
 use crate::ends::{Ended, Failed, Outcome};
 use crate::jsonb::Jsonb;
 use crate::limits;
@@ -381,33 +381,10 @@ pub fn bury(client: &mut SpiClient<'_>, ids: Vec<i64>, now: i64, error: Option<&
     }
 }
 
-/// The jobs a statement ended (their ids and queues), by id, announced for
-/// the commit: their waiters and awaiters look again (announce.rs); the
-/// attempts that were in flight ended as `outcome` (metrics).
-fn announced(rows: db::Rows<'_>, outcome: Outcome) -> Vec<Ended> {
-    let now = crate::time::now_us();
-    let mut ended: Vec<Ended> = rows
-        .map(|r| {
-            let job = Ended {
-                id: r.value("id"),
-                queue_id: r.value("queue_id"),
-                has_children: r.value("has_children"),
-            };
-            if let Some(lease) = r.get::<Uuid>("lease") {
-                metrics::ended(job.queue_id, outcome, &lease, now);
-            }
-            job
-        })
-        .collect();
-    ended.sort_unstable();
-    announce::ended(&ended);
-    ended
-}
-
 /// `announced`, and the jobs that wait for those that ended so (`outcome`)
 /// are settled in the same transaction (dependencies.rs).
 fn ended(client: &mut SpiClient<'_>, rows: db::Rows<'_>, outcome: Outcome) -> Vec<Ended> {
-    let ended = announced(rows, outcome);
+    let ended = ended_rows::announced(rows, outcome);
     settle(client, &ended, outcome);
     ended
 }
@@ -423,31 +400,6 @@ pub fn settle(client: &mut SpiClient<'_>, ended: &[Ended], outcome: Outcome) {
     if !parents.is_empty() {
         dependencies::settle(client, parents);
     }
-}
-
-/// Jobs `ids` end cancelled because their `parents` (one per job) ended as
-/// `outcomes` say; returns those it ended (dependencies.rs settles theirs).
-pub fn cancel_children(
-    client: &mut SpiClient<'_>,
-    ids: Vec<i64>,
-    parents: Vec<i64>,
-    outcomes: Vec<&str>,
-) -> Vec<Ended> {
-    let now = db::timestamp(crate::time::now_us());
-    announced(
-        db::run(
-            client,
-            &queries::CANCEL_CHILDREN,
-            args![
-                ids = ids,
-                at = now,
-                status = "cancelled",
-                parents = parents,
-                outcomes = outcomes
-            ],
-        ),
-        Outcome::Cancelled,
-    )
 }
 
 /// Completes every (id, lease) pair whose lease is held, each with its

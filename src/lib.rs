@@ -16,6 +16,8 @@ mod announce;
 mod dependencies;
 /// A completion of a queue that keeps nothing, without the executor.
 mod direct_completion;
+/// The jobs a statement ended: into the histograms, announced at commit.
+mod ended_rows;
 /// How jobs end (Ended, Failed, Outcome), as the moves report it.
 mod ends;
 /// Claiming, completing, failing, burying: the moves the API and the worker share.
