@@ -29,6 +29,8 @@
 #      commit b65f5e2), each on a cluster of its own (bench/builds.sh),
 #      rounds taking turns: enqueue 1 and 100, claim + complete 1 and 100,
 #      the worker's drain
+#   g  the worker's drain with queue.otlp_endpoint at a collector that
+#      never answers, against no collector (issue 58)
 #
 # The extension under test is the work tree's release build, installed by
 # bench/builds.sh into a relocated copy of PG_CONFIG's PostgreSQL
@@ -39,7 +41,7 @@
 # Writes its tables into BENCHMARKS.md between the workflows-run markers
 # unless BENCH_DOC is empty; raw rounds in bench/results/workflows-rounds.csv.
 #
-# Settings (environment): BENCH_ITEMS ("a b c d e f"), BENCH_ROUNDS (5),
+# Settings (environment): BENCH_ITEMS ("a b c d e f g"), BENCH_ROUNDS (5),
 # BENCH_SECS (5, a pgbench round), BENCH_CLIENTS (4), BENCH_THREADS (2),
 # BENCH_TRIPS (300 round trips per side and round, a), BENCH_AWAITERS (1000),
 # BENCH_AWAIT_ROUNDS (3, c), BENCH_DRAIN_JOBS (100000: the plain drain, the
@@ -53,7 +55,7 @@
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/builds.sh"
 
-ITEMS=" ${BENCH_ITEMS:-a b c d e f} "
+ITEMS=" ${BENCH_ITEMS:-a b c d e f g} "
 ROUNDS=${BENCH_ROUNDS:-5}
 SECS=${BENCH_SECS:-5}
 CLIENTS=${BENCH_CLIENTS:-4}
@@ -73,6 +75,7 @@ DOC=${BENCH_DOC-BENCHMARKS.md}
 PG_ROOT=${BENCH_PG_ROOT:-/tmp/qbench-pg}
 MAIN_DIR=${BENCH_DIR:-/tmp/qbench/workflows}
 MAIN_PORT=${BENCH_PORT:-54520}
+HOLE_PORT=$((MAIN_PORT + 3))  # g's collector that never answers
 item() { [[ $ITEMS == *" $1 "* ]]; }
 [ -n "$BASELINE" ] || ITEMS=${ITEMS/ f / }
 PAYLOAD='{"to": "ada@example.com", "template": "welcome", "n": 1}'
@@ -263,7 +266,7 @@ peers_ready() {
 PGBOSS_VERSION=$(sed -n 's/.*"pg-boss": "\(.*\)".*/\1/p' bench/peers/package.json)
 
 # ---------------------------------------------------------------- the main cluster (a-e)
-if item a || item b || item c || item d || item e; then
+if item a || item b || item c || item d || item e || item g; then
 start main "$MAIN_DIR" "$MAIN_PORT" "$CURRENT_PG_CONFIG" $((AWAITERS + 60))
 keep_server_log "$OUT/workflows-server.log"
 CONNINFO="host=$DIR port=$PORT user=postgres dbname=postgres"
@@ -517,7 +520,35 @@ dependencies() {
     done
 }
 if item d || item e; then dependencies; fi
-if item a || item b || item c || item d || item e; then
+
+# ---------------------------------------------------------------- g: spans to a dead collector
+# g: the worker's drain (d's plain queue) with queue.otlp_endpoint at a
+# collector that takes connections and never answers (a socket listening
+# that nobody reads), against no collector, rounds taking turns; the spans
+# the worker dropped for it are counted in queue_metrics_status()
+set_collector() {
+    sql -c "ALTER SYSTEM SET queue.otlp_endpoint = '$1'" -c "SELECT pg_reload_conf()" > /dev/null
+    sleep 1  # the workers reload at the top of their loops
+}
+dead_collector() {
+    local r hole dropped
+    python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(4096); time.sleep(86400)' \
+        "$HOLE_PORT" &
+    hole=$!
+    for r in $(seq 1 "$DRAIN_ROUNDS"); do
+        set_collector ""
+        drain_round g none plain "$r" plain "$DRAIN_JOBS" || true
+        set_collector "http://127.0.0.1:$HOLE_PORT"
+        drain_round g dead plain "$r" plain "$DRAIN_JOBS" || true
+    done
+    set_collector ""
+    dropped=$(sql -c "SELECT spans_dropped FROM queue_metrics_status()")
+    echo "g: spans dropped for the collector that never answers, over the rounds: $dropped" >> "$NOTES"
+    kill "$hole"
+}
+if item g; then dead_collector; fi
+if item a || item b || item c || item d || item e || item g; then
     main_settings=$(sql -F '=' -c "SELECT name, current_setting(name) FROM pg_settings
         WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers', 'max_connections', 'queue.max_workers',
                        'queue.max_batch_size', 'shared_preload_libraries') ORDER BY name" | sed 's/=/ = /' | paste -sd ';' | sed 's/;/; /g')
@@ -661,6 +692,12 @@ tables() {
     if item d || item e; then
         echo
         echo "Released exactly once (the child pending with nothing to wait for, and one claim of its queue takes it alone), rounds: fan-in claim 1 $(count d-fanin-once deps), claim 100 $(count d-fanin100-once deps)$(item e && echo "; pg-boss: the child fetched once $(count d-fanin-once pgboss)")"
+    fi
+    if item g; then
+        echo
+        echo "| line | unit | with the collector | without | with/without | goal |"
+        echo "|---|---|---|---|---|---|"
+        row "g: the worker's drain of $(num "$DRAIN_JOBS") jobs, queue.otlp_endpoint at a collector that never answers (peer: no collector)" jobs/s g dead g none "within noise of 1"
     fi
     if item f; then
         echo

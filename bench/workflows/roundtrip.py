@@ -11,7 +11,8 @@ job's result, on an idle system, one request at a time.
 
 Sides (the client's part; each side has a connection of its own, in
 autocommit, as docs/pull.md's request handlers have):
-  await         SELECT queue_enqueue('rt', ...), then CALL queue_await(id, ...):
+  await         CALL queue_await(queue_enqueue('rt', ...), ...): one statement,
+                whose CALL commits the enqueue before it waits (docs/pull.md);
                 the `wait` consumer completes the job
   await-sender  the same on 'rts', whose jobs the background worker delivers
                 to a SQL sender declared RETURNS jsonb (no consumer)
@@ -64,9 +65,10 @@ class Side:
         t0 = time.perf_counter()
         if side in ("await", "await-sender"):
             queue = "rt" if side == "await" else "rts"
-            (job,) = conn.execute("SELECT queue_enqueue(%s, %s)", (queue, Jsonb(PAYLOAD))).fetchone()
+            job = "the one enqueued"
             status, result = conn.execute(
-                "CALL queue_await(%s, '10 seconds', NULL, NULL)", (job,)).fetchone()
+                "CALL queue_await(queue_enqueue(%s, %s), '10 seconds', NULL, NULL)",
+                (queue, Jsonb(PAYLOAD))).fetchone()
         elif side in ("poll", "poll-sender"):
             queue = "rt" if side == "poll" else "rts"
             (job,) = conn.execute("SELECT queue_enqueue(%s, %s)", (queue, Jsonb(PAYLOAD))).fetchone()

@@ -110,6 +110,42 @@ fn the_commit_that_ends_the_job_wakes_its_awaiter_and_no_other_does() {
     );
 }
 
+/// `CALL queue_await(queue_enqueue(...), ...)`: the CALL commits the
+/// enqueue of its argument before it waits, so that a consumer on another
+/// connection sees the job, completes it, and wakes the call.
+#[test]
+fn one_call_enqueues_the_job_it_awaits_and_a_consumer_ends_it() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin.batch_execute("SELECT queue_create('q')").unwrap();
+    let (tx, rx) = mpsc::channel();
+    let mut client = cluster.connect();
+    thread::spawn(move || {
+        let outcome = client
+            .query_one(
+                &format!(
+                    "CALL queue_await(queue_enqueue('q', '{{\"n\": 1}}'), '{LONG}', NULL, NULL)"
+                ),
+                &[],
+            )
+            .map(|row| (row.get("status"), row.get("result")));
+        let _ = tx.send(outcome);
+    });
+    until_awaiting(&mut admin, 1);
+    let jobs = claim(&mut admin, "q", 1);
+    assert_eq!(jobs.len(), 1, "the job was committed before the wait");
+    let done: bool = one(
+        &mut admin,
+        "SELECT queue_complete($1, $2::text::uuid, '{\"answer\": 42}')",
+        &[&jobs[0].0, &jobs[0].1],
+    );
+    assert!(done);
+    assert_eq!(
+        outcome(rx),
+        (Some("succeeded".into()), Some(json!({"answer": 42})))
+    );
+}
+
 #[test]
 fn a_job_that_fails_is_cancelled_purged_or_delivered_ends_its_wait() {
     let cluster = Cluster::start();
