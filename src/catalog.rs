@@ -122,7 +122,7 @@ thread_local! {
 /// `require`, from this backend's cache when it can: an enqueue or a claim
 /// then runs no statement to find its queue.
 pub fn require_cached(client: &mut SpiClient<'_>, name: &str) -> Result<Queue, QueueError> {
-    // (a queue paused, altered or given a sender meanwhile)
+    // Takes in a queue paused, altered or given a sender meanwhile.
     db::accept_invalidations();
     if let Some(queue) = CACHE.with(|c| c.borrow().by_name.get(name).cloned()) {
         return Ok(queue);
@@ -302,10 +302,9 @@ pub fn lock_claims(queue_id: i32, alone: bool) {
 /// of a group back into an ordered queue (it becomes the group's head).
 /// A change therefore waits for the claims under way, which have not
 /// committed what they took, and the claims after it see it committed.
-/// (Without it, a claim counted in its own snapshot, which misses what a
-/// claim beside it took under the old rules: a retried head beside a later
-/// job of its group in flight, or jobs in flight that a new limit never
-/// counted.)
+/// Without it, a claim would count in its own snapshot, which misses what a
+/// claim beside it took under the old rules: a retried head beside a later job
+/// of its group in flight, or jobs in flight that a new limit never counted.
 pub fn lock_rules(queue_id: i32, change: bool) {
     let mode = match change {
         true => pg_sys::ExclusiveLock,

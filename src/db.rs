@@ -621,8 +621,8 @@ fn extension() -> Extension {
             pg_sys::CacheRegisterRelcacheCallback(Some(forget_extension), pg_sys::Datum::from(0))
         };
     }
-    // (catalog reads, not a statement: planning a join of pg_extension and
-    // pg_class cost a new worker about 1.5 ms, at every start)
+    // Catalog reads, not a statement: planning a join of pg_extension and
+    // pg_class costs a new worker about 1.5 ms, at every start.
     let (owner, schema) = extension_row(oid);
     // SAFETY: a syscache probe inside the caller's transaction, with a
     // NUL-terminated literal; a missing table gives InvalidOid.
@@ -695,7 +695,7 @@ pub fn forget_with_extension(forget: fn()) {
 pub fn read_committed() -> bool {
     // SAFETY: a plain read of the transaction's isolation level, which
     // PostgreSQL sets at its start.
-    // (READ UNCOMMITTED is READ COMMITTED in PostgreSQL)
+    // READ UNCOMMITTED is READ COMMITTED in PostgreSQL.
     unsafe { pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 }
 }
 

@@ -43,8 +43,8 @@ pub fn wait_for(
     parents: Vec<i64>,
     cancels: bool,
 ) -> Children {
-    // (locked first: a parent that ends now waits for this transaction, or
-    // has ended before the look that follows, which sees it)
+    // Locked first: a parent that ends now waits for this transaction, or has
+    // ended before the look that follows, which sees it.
     let unfinished: HashSet<i64> =
         db::run(client, &queries::LOCK_PARENTS, args![ids = parents.clone()])
             .map(|r| r.value::<i64>("id"))
@@ -67,8 +67,8 @@ pub fn wait_for(
             .collect()
     };
     if let Some(missing) = others.iter().find(|p| !ended.contains_key(p)) {
-        // (a parent made after this transaction's snapshot, in REPEATABLE
-        // READ: a serialization failure, not a missing job)
+        // A parent made after this transaction's snapshot, in REPEATABLE READ:
+        // a serialization failure, not a missing job.
         let live = db::look(client, &queries::LIVE_IDS, args![ids = vec![*missing]]);
         if !live.is_empty() {
             QueueError::SerializationFailure {
@@ -204,7 +204,7 @@ fn cancel(client: &mut SpiClient<'_>, children: Vec<(i64, i64, Outcome)>) -> Vec
     let mut outcomes = Vec::with_capacity(children.len());
     let mut seen = HashSet::new();
     for (child, parent, outcome) in children {
-        // (a child that two failing parents cancel is cancelled by the first)
+        // A child that two failing parents cancel is cancelled by the first.
         if seen.insert(child) {
             ids.push(child);
             parents.push(parent);

@@ -152,7 +152,7 @@ pub fn complete_many(pairs: &[(i64, Uuid)]) -> Option<Vec<Outcome>> {
     if !plain {
         return None;
     }
-    // (a queue's new retention, a rebuilt index)
+    // Takes in changes committed meanwhile: a queue's new retention, a rebuilt index.
     db::accept_invalidations();
     let open = open()?;
     let mut tallied: Vec<(i32, i64)> = Vec::new();

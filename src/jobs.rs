@@ -91,7 +91,7 @@ pub fn claim(
             group_counted = group_counted,
             ids = ids,
         ];
-        // (claim_next.sql has no `ids`)
+        // Only the statement's parameters are passed: claim_next.sql has no `ids`.
         let used = stmt.params.len();
         let rows = db::run(client, stmt, (&names[..used], &values[..used]));
         rows.map(|row| {
@@ -124,13 +124,13 @@ pub fn claim(
         .collect::<Vec<_>>()
     };
 
-    // (an ordered queue whose limits count nothing claims from the front of
-    // the claim order in one statement, ordered_heads.sql, in READ COMMITTED)
+    // An ordered queue whose limits count nothing claims from the front of the
+    // claim order in one statement, ordered_heads.sql, in READ COMMITTED.
     let turn = limits::takes_turn(&queue.limits).then(|| limits::take_turn(queue, max_jobs));
     if turn.is_some() {
-        // (a claim that counts reads the clock once it has its turn: the
-        // claims before it, which it may have waited for, are then all
-        // older, and `limits::note` keeps what it counts)
+        // A claim that counts reads the clock once it has its turn: the claims
+        // before it, which it may have waited for, are then all older, and
+        // `limits::note` keeps what it counts.
         now = crate::time::now_us();
     }
     let mut jobs = Vec::with_capacity(max_jobs);
@@ -138,8 +138,8 @@ pub fn claim(
     // jobs chosen that someone else had locked meanwhile (a cancel, a
     // purge): the next choice passes them by
     let mut taken_elsewhere = HashSet::new();
-    // (an ordered queue's claim looks at the front of the claim order
-    // first; when that comes back short, at the heads group by group)
+    // An ordered queue's claim looks at the front of the claim order first;
+    // when that comes back short, at the heads group by group.
     let mut by_group = false;
     for _ in 0..CLAIM_ROUNDS {
         let wanted = max_jobs - jobs.len();
@@ -275,9 +275,9 @@ pub struct Locked {
 /// promote_and_take_back comes first, as for `claim`; jobs found with no attempt left go to
 /// the dead letters.
 pub fn lock_next(client: &mut SpiClient<'_>, queue: &Queue, max_jobs: usize) -> Vec<Locked> {
-    // (before the look's snapshot: a change of the rules, or a retry of an
-    // older job of a group, committed by then is seen; one after waits for
-    // the batch. The caller read `queue` under this lock: batches.rs)
+    // Locked before the look's snapshot: a change of the rules, or a retry of
+    // an older job of a group, committed by then is seen; one after waits for
+    // the batch. The caller read `queue` under this lock (batches.rs).
     catalog::lock_rules(queue.id, false);
     let now = crate::time::now_us();
     promote_and_take_back(client, queue, max_jobs, now);

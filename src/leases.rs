@@ -33,7 +33,7 @@ fn queue_lease(at: default!(Option<TimestampWithTimeZone>, "NULL")) -> Uuid {
 fn layout(at_us: i64, random: [u8; 8]) -> [u8; 16] {
     let unix_us = (at_us + UNIX_TO_POSTGRES_US).max(0) as u64;
     let ms = unix_us / 1000;
-    // (the microseconds of the millisecond, in 4096ths: RFC 9562's method 3)
+    // The microseconds of the millisecond, in 4096ths: RFC 9562's method 3.
     let fraction = ((unix_us % 1000) * 4096 / 1000) as u16;
     let mut bytes = [0u8; 16];
     bytes[..6].copy_from_slice(&ms.to_be_bytes()[2..]);

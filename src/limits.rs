@@ -116,8 +116,7 @@ impl Turn {
 /// queue (`note`). A claim counts the windows that end at its own time, read
 /// once it has its turn and again after each wait; a claim beside it that
 /// read the clock a little later must not delete claims it still counts.
-/// (Before it, the groups client test of a queue-wide rate once saw a
-/// window of 45 claims where 40 were allowed.)
+/// Without the margin, a window could hold more claims than the rate allows.
 const CLOCK_MARGIN_US: i64 = 10_000_000;
 
 /// How often a backend removes the claims of a queue that have left every
@@ -162,10 +161,9 @@ pub fn choose(
             held_back,
         };
     }
-    // (in an ordered queue only a group's oldest unfinished job is a
-    // candidate, which is what one job of a group in flight at a time
-    // needs: a claim counts a group's jobs in flight only for
-    // group_max_in_flight)
+    // In an ordered queue only a group's oldest unfinished job is a candidate,
+    // which is what one job of a group in flight at a time needs: a claim
+    // counts a group's jobs in flight only for group_max_in_flight.
     let per_group = match limits.ordered {
         true => None,
         false => limits.group_max_in_flight.map(i64::from),
@@ -178,7 +176,6 @@ pub fn choose(
             held_back,
         };
     }
-    // (no group takes more than this in one claim)
     let most_per_group = per_group
         .into_iter()
         .chain(group_rate)
@@ -242,7 +239,7 @@ pub fn choose(
                 continue;
             }
             let Some(group) = group else {
-                // (a job without a group is a group of its own)
+                // A job without a group is a group of its own.
                 ids.push(*id);
                 continue;
             };
@@ -327,8 +324,8 @@ fn room_of_queue(
 ) -> i64 {
     let limits = &queue.limits;
     loop {
-        // (what older claims under way may take, read before the counts:
-        // what they commit meanwhile is counted twice, never missed)
+        // What older claims under way may take, read before the counts: what
+        // they commit meanwhile is counted twice, never missed.
         let older = match turn {
             Turn::Beside(reserved) => Some(reserved.older()),
             Turn::Alone | Turn::Look => None,

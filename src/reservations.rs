@@ -157,7 +157,7 @@ impl Reserved {
     /// not ended. (The transaction's own earlier claims are not among them:
     /// it sees what they took.)
     pub fn older(&self) -> Older {
-        // (the transaction's entries stay in the table until it ends)
+        // The transaction's entries stay in the table until it ends.
         let first_own = MINE.with_borrow(|mine| mine.iter().map(|&(_, t)| t).min());
         let first_own = first_own.unwrap_or(self.ticket);
         let table = TABLE.share();
@@ -229,8 +229,8 @@ impl Older {
                 )
             };
         }
-        // (a prepared transaction's entry stays until it ends, when no
-        // callback runs: whoever waited for it frees it)
+        // A prepared transaction's entry stays until it ends, when no callback
+        // runs: whoever waited for it frees it.
         let mut table = TABLE.exclusive();
         for entry in table.entries.iter_mut() {
             if entry.ticket != 0 && self.xids.contains(&entry.xid) {

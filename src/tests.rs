@@ -314,7 +314,7 @@ mod tests {
                     "{kind} on {relation}: {}",
                     plan.0
                 );
-                // (PostgreSQL 18 shows row counts as decimals: per loop)
+                // PostgreSQL 18 shows row counts as decimals, per loop.
                 let read = node["Actual Rows"].as_f64().unwrap()
                     + node["Rows Removed by Filter"].as_f64().unwrap_or(0.0);
                 assert!(

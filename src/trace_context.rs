@@ -44,8 +44,7 @@ pub fn parse(traceparent: &str, tracestate: Option<&str>) -> Result<Parent, Stri
             "traceparent \"{traceparent}\" is malformed: it must be 00-<32 hex digits>-<16 hex digits>-<2 hex digits>, lowercase, ids not all zeros"
         )
     };
-    // (the propagator takes ids of any length; the recommendation's fields
-    // have these)
+    // The propagator takes ids of any length; the recommendation's fields have these.
     let lengths: Vec<usize> = traceparent.split('-').map(str::len).collect();
     if lengths.len() < 4 || lengths[..4] != [2, 32, 16, 2] {
         return Err(malformed());

@@ -78,8 +78,8 @@ pub unsafe extern "C-unwind" fn queue_await_wrapper(
         }
         .raise();
     }
-    // (the row and the result are made in the call's memory context, which
-    // outlives the commits of the wait)
+    // The row and the result are made in the call's memory context, which
+    // outlives the commits of the wait.
     // SAFETY: a plain read of the current memory context, the call's.
     let call_context = unsafe { pg_sys::CurrentMemoryContext };
     let found = procedure::nonatomic(|| await_job(id, timeout, call_context));
@@ -129,7 +129,6 @@ fn await_job(id: i64, timeout_us: i64, context: pg_sys::MemoryContext) -> Found 
         loop {
             let now = crate::time::now_us();
             if now >= end {
-                // (at the timeout: the status it has then)
                 break 'wait procedure::in_own_transaction(|| look(id, context));
             }
             let until = match registration.take_wake(now) {

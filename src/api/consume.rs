@@ -17,7 +17,7 @@ use crate::policy::add_delay;
 use crate::queries;
 use crate::rules::{self, at_least_zero, positive};
 
-// (the column names live in the signature, where pgrx reads them)
+// The column names live in the signature, where pgrx reads them.
 #[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_claim(
@@ -89,7 +89,7 @@ fn queue_complete(
     if let Some(result) = result {
         rules::check_result_size(result.size()).or_raise();
     }
-    // (without the statement when nothing is kept: direct_completion.rs)
+    // Done without the statement when nothing is kept (direct_completion.rs).
     match direct_completion::complete(id, lease) {
         direct_completion::Outcome::Completed { queue_id } => {
             announce::ended(&[Ended {
@@ -148,8 +148,8 @@ fn queue_complete_batch(
     if ids.is_empty() {
         return SetOfIterator::new(Vec::new());
     }
-    // (without the statement when nothing is kept and no result given, as
-    // queue_complete: direct_completion.rs; the rest by the statement)
+    // Done without the statement when nothing is kept and no result given, as
+    // queue_complete does (direct_completion.rs); the rest by the statement.
     let pairs: Vec<(i64, Uuid)> = ids.iter().copied().zip(leases.iter().copied()).collect();
     let outcomes = match &results {
         Some(results) if results.iter().any(Option::is_some) => None,
@@ -184,7 +184,7 @@ fn queue_complete_batch(
     }
     announce::ended(&ended);
     if !rest_ids.is_empty() {
-        // (results only come here all together: no pair was done above)
+        // Results only come here all together: no pair was done above.
         done.extend(
             db::with_tables(|client| jobs::complete(client, rest_ids, rest_leases, results))
                 .into_iter()

@@ -12,7 +12,7 @@ use crate::rules;
 
 /// The groups of `queue` with unfinished jobs, for the queue's owner and
 /// for monitoring roles (pg_monitor), as the views are.
-// (the column names live in the signature, where pgrx reads them)
+// The column names live in the signature, where pgrx reads them.
 #[allow(clippy::type_complexity)]
 #[pg_extern(stable, parallel_restricted)]
 fn queue_groups(
@@ -31,7 +31,7 @@ fn queue_groups(
     rules::check_name(name).or_raise();
     let caller = db::calling_role();
     let rows: Vec<_> = db::with_tables(|client| {
-        // (reads only: on a hot standby too)
+        // Reads only, so it works on a hot standby too.
         let queue = catalog::require_read(client, name).or_raise();
         if !monitors(caller) {
             queue.check_owner(caller, "list the groups of").or_raise();

@@ -12,7 +12,7 @@ type HistogramRow = (i32, String, Option<String>, Vec<f64>, Vec<i64>, f64, i64);
 /// an attempt end since the server started: bucket upper bounds in seconds
 /// (the last +Inf), cumulative counts, the sum in seconds and the count.
 /// Empty without the preload.
-// (the column names live in the signature, where pgrx reads them)
+// The column names live in the signature, where pgrx reads them.
 #[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_safe)]
 fn queue_latency_histograms() -> TableIterator<

@@ -50,7 +50,7 @@ fn traced_headers(headers: Option<Jsonb>) -> Option<Jsonb> {
     if traceparent.is_empty() {
         return headers;
     }
-    // (the settings' check hooks refused anything malformed)
+    // The settings' check hooks refused anything malformed.
     let mut context = serde_json::Map::new();
     context.insert(trace_context::TRACEPARENT.into(), traceparent.into());
     let tracestate = gucs::text(&gucs::TRACESTATE);

@@ -220,7 +220,7 @@ fn queue_enqueue_batch(
     for key in group_keys.iter().flatten().flatten() {
         rules::check_group_key("group_keys", key).or_raise();
     }
-    // (a batch has no headers of its own: the transaction's trace context)
+    // A batch has no headers of its own, only the transaction's trace context.
     let headers = super::traced_headers(None);
     let now = crate::time::now_us();
     let (due, state) = due(now, &delay, None);
@@ -231,7 +231,7 @@ fn queue_enqueue_batch(
         }
         if let (Some(keys), true) = (&group_keys, queue.limits.ordered) {
             let mut keys: Vec<&str> = keys.iter().flatten().map(String::as_str).collect();
-            // (in one order, so that two batches never wait for each other)
+            // Locked in one order: two batches never wait for each other.
             keys.sort_unstable();
             keys.dedup();
             for key in keys {
@@ -277,7 +277,7 @@ fn queue_enqueue_batch(
                 ],
             )
         };
-        // (NULL: the queue was gone, and `inserted` says so)
+        // NULL means the queue was gone, and `inserted` says so.
         let new: Vec<i64> = rows.first().and_then(|r| r.get("ids")).unwrap_or_default();
         if new.len() + taken.len() != shape.len {
             inserted(Vec::new(), name);

@@ -65,7 +65,7 @@ fn rate(option: &'static str, text: Option<&str>) -> Result<Rate, QueueError> {
 /// `text` as an interval, or None when PostgreSQL does not read it as one.
 fn parse_interval(text: &str) -> Option<Interval> {
     let text = std::ffi::CString::new(text).ok()?;
-    // (in a subtransaction: a refusal raises an error, which becomes None)
+    // In a subtransaction: a refusal raises an error, which becomes None.
     crate::worker::subxact::run(|| {
         // SAFETY: interval_in reads the NUL-terminated string, which
         // outlives the call, and takes the type modifier -1 (none).
@@ -171,7 +171,7 @@ impl Options<'_> {
     }
 }
 
-// (SQL's named arguments with defaults, as API.md gives them)
+// SQL's named arguments with defaults, as API.md gives them.
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_create(
@@ -248,8 +248,8 @@ fn queue_alter(
     options.check().or_raise();
     with_owned_queue(name, "alter", |client, queue| {
         if options.changes_rules() {
-            // (waits for the claims under way, which took jobs under the
-            // old rules; those after it follow the new ones: catalog.rs)
+            // Waits for the claims under way, which took jobs under the old
+            // rules; those after it follow the new ones: see catalog.rs.
             catalog::lock_rules(queue.id, true);
         }
         options.run(
@@ -257,7 +257,7 @@ fn queue_alter(
             &queries::ALTER_QUEUE,
             vec![("queue_id", queue.id.into())],
         );
-        // (a limit raised or removed lets held jobs go)
+        // A limit raised or removed lets held jobs go.
         announce::queue_changed(queue.id, queue.sender.is_some());
     })
 }
@@ -281,7 +281,7 @@ fn queue_drop(queue: Option<&str>, force: default!(Option<bool>, false)) -> bool
         .first()
         .expect("one row");
         let dropped: i64 = row.value("dropped");
-        // (its waiters learn that it is gone, and its jobs' awaiters)
+        // Its waiters learn that it is gone, and its jobs' awaiters too.
         announce::queue_dropped(queue.id);
         let gone: Vec<i64> = row.get("gone").unwrap_or_default();
         let parents: Vec<i64> = row.get("parents").unwrap_or_default();
@@ -362,9 +362,9 @@ fn queue_purge(
             ),
         };
         let row = rows.first().expect("one row");
-        // (unfinished jobs purged end: their awaiters return, those in
-        // flight or first in their group let others go, and the jobs that
-        // wait for them take it as their failure)
+        // Unfinished jobs purged end: their awaiters return, those in flight
+        // or first in their group let others go, and the jobs that wait for
+        // them take it as their failure.
         let unfinished: Vec<i64> = row.get("unfinished").unwrap_or_default();
         let parents: Vec<i64> = row.get("parents").unwrap_or_default();
         let purged = row.value::<i64>("purged");

@@ -21,17 +21,16 @@ fn queue_retry(id: Option<i64>) -> bool {
         };
         let queue_id: i32 = row.value("queue_id");
         let key: Option<String> = row.get("dedup_key");
-        // (NULL: the queue is gone, and the retry below finds nothing)
+        // NULL means the queue is gone, and the retry below finds nothing.
         let pushed = row.get::<bool>("has_sender").unwrap_or(false);
         // The locks of an enqueue: the queue is not dropped meanwhile, and
         // no other job with the key is enqueued meanwhile.
         catalog::lock_queue(queue_id, false);
-        // (a job of a group put back into an ordered queue becomes its
-        // group's head: it waits for the claims and batches under way,
-        // which may have taken a later job of the group without seeing it,
-        // and those after it see it (catalog::lock_rules). Taken before
-        // the dedup key's lock, which a sender's enqueue in such a batch
-        // may want.)
+        // A job of a group put back into an ordered queue becomes its group's
+        // head: it waits for the claims and batches under way, which may have
+        // taken a later job of the group without seeing it, and those after it
+        // see it (catalog::lock_rules). Taken before the dedup key's lock,
+        // which a sender's enqueue in such a batch may want.
         let grouped = row.get::<String>("group_key").is_some();
         if grouped && row.get::<bool>("ordered").unwrap_or(false) {
             catalog::lock_rules(queue_id, true);
@@ -52,7 +51,7 @@ fn queue_retry(id: Option<i64>) -> bool {
             return false;
         };
         announce::work_due(queue_id, pushed, 1, crate::time::now_us());
-        // (the jobs its end cancelled wait for it again)
+        // The jobs its end cancelled wait for it again.
         if back.value::<bool>("has_children") {
             dependencies::resume(client, id);
         }
@@ -63,7 +62,6 @@ fn queue_retry(id: Option<i64>) -> bool {
 #[pg_extern(volatile, parallel_unsafe)]
 fn queue_cancel(id: Option<i64>) -> bool {
     let id = required(id, "id");
-    // (a cancelled job may free a limit or its ordered group: jobs.rs
-    // announces it)
+    // A cancelled job may free a limit or its ordered group: jobs.rs announces it.
     !db::with_tables(|client| jobs::cancel(client, vec![id])).is_empty()
 }

@@ -25,8 +25,8 @@ fn queue_register_sender(
     rules::check_name(name).or_raise();
     let caller = db::calling_role();
     super::queues::with_owned_queue(name, "register a sender for", |client, queue| {
-        // (a function that the check found and a concurrent DROP took
-        // before its signature was read is refused as missing)
+        // A function that the check found and a concurrent DROP took before
+        // its signature was read is refused as missing.
         let signature = sender_check::check(sender, caller)
             .and_then(|()| sender_check::signature(client, sender).ok_or(Refusal::Missing))
             .unwrap_or_else(|refusal| {
@@ -43,7 +43,7 @@ fn queue_register_sender(
                 batch_size = batch_size,
             ],
         );
-        // (its waiters learn that it is no longer pulled)
+        // Its waiters learn that it is no longer pulled.
         announce::queue_changed(queue.id, true);
     });
     if !shared::available() {

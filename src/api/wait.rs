@@ -177,7 +177,7 @@ fn look(name: &str) -> Look {
             next_at: None,
         };
         if queue.paused {
-            // (its resume wakes the waiters)
+            // Its resume wakes the waiters.
             return found;
         }
         let now = crate::time::now_us();
@@ -196,8 +196,8 @@ fn look(name: &str) -> Look {
         if row.value::<bool>("due_or_expired") {
             found.ready = true;
         } else if row.value::<bool>("ready") {
-            // (a queue without limits or order is answered without a statement)
-            // (a look never waits, so `clock` stays `now`)
+            // A queue without limits or order is answered without a statement.
+            // A look never waits, so `clock` stays `now`.
             let mut clock = now;
             let look = limits::choose(client, &queue, &Turn::Look, 1, &mut clock, &HashSet::new());
             found.ready = match look.pick {

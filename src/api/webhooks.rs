@@ -64,7 +64,7 @@ fn queue_register_webhook(
                 secret = secret,
             ],
         );
-        // (its waiters learn that it is no longer pulled)
+        // Its waiters learn that it is no longer pulled.
         announce::queue_changed(queue.id, true);
     });
     if !shared::available() {
@@ -84,8 +84,7 @@ fn check_url(url: &str) -> Result<url::Url, QueueError> {
         {
             Ok(u)
         }
-        // (shown without a query or user information: either may carry a
-        // credential)
+        // Shown without a query or user information: either may carry a credential.
         Some(mut u) => {
             let _ = u.set_username("");
             let _ = u.set_password(None);

@@ -24,7 +24,7 @@ type WorkerRow = (
 
 /// The rows of queue_workers: every worker of the cluster, then every
 /// database that wants a worker and has none. Empty without the preload.
-// (the column names live in the signature, where pgrx reads them)
+// The column names live in the signature, where pgrx reads them.
 #[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_safe)]
 fn queue_worker_status() -> TableIterator<
@@ -52,7 +52,7 @@ fn queue_worker_status() -> TableIterator<
             .filter(|w| w.state.running())
             .copied()
             .collect();
-        // (with queue.enabled off no worker starts: nothing waits for a slot)
+        // With queue.enabled off no worker starts: nothing waits for a slot.
         let waiting = if gucs::ENABLED.get() {
             shared.waiting_for_worker(now).map(|d| d.oid).collect()
         } else {

@@ -112,7 +112,7 @@ fn find(key: u64, create: bool) -> Option<&'static QueueSlot> {
     if slots.is_empty() {
         return None;
     }
-    // (Fibonacci hashing spreads consecutive queue ids)
+    // Fibonacci hashing spreads consecutive queue ids.
     let start = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % slots.len();
     for probe in 0..slots.len() {
         let slot = &slots[(start + probe) % slots.len()];
@@ -136,7 +136,7 @@ fn find(key: u64, create: bool) -> Option<&'static QueueSlot> {
                 }
                 return Some(slot);
             }
-            // (another process took it, perhaps for the same queue)
+            // Another process took it, perhaps for the same queue.
             Err(other) if other == key => return Some(slot),
             Err(_) => continue,
         }

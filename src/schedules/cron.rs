@@ -110,7 +110,8 @@ pub fn parse(expr: &str) -> Result<Pattern, QueueError> {
     let cron = parser()
         .parse(&fields.join(" "))
         .map_err(|e| refused(expr, "expression", croner_problem(e)))?;
-    // (croner looks until the year 5000 before it gives up)
+    // Croner looks until the year 5000 before it gives up: an error means that
+    // no date ever matches.
     let epoch = chrono::DateTime::UNIX_EPOCH;
     if cron.find_next_occurrence(&epoch, false).is_err() {
         return Err(refused(

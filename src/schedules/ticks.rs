@@ -35,9 +35,9 @@ fn pg_us(at: DateTime<Utc>) -> i64 {
 pub fn next_after(pattern: &Pattern, tz: Tz, after_us: i64) -> Option<i64> {
     let after = instant(after_us)?;
     let mut wall = after.with_timezone(&tz).naive_local();
-    // (a match in the second pass of a repeated hour maps to its first
-    // occurrence, before `after`: the search goes on from that wall time;
-    // a few steps at most)
+    // A match in the second pass of a repeated hour maps to its first
+    // occurrence, before `after`: the search goes on from that wall time, a
+    // few steps at most.
     for _ in 0..10_000 {
         let next = pattern.next_match(wall)?;
         let at = match tz.from_local_datetime(&next) {
@@ -58,8 +58,8 @@ pub fn next_after(pattern: &Pattern, tz: Tz, after_us: i64) -> Option<i64> {
 fn end_of_gap(tz: Tz, skipped: NaiveDateTime) -> Option<DateTime<Utc>> {
     let exists = |wall: NaiveDateTime| !matches!(tz.from_local_datetime(&wall), LocalResult::None);
     let at = |seconds: i64| skipped + TimeDelta::seconds(seconds);
-    // (seconds from `skipped`: `before` exists, `inside` is skipped; halve
-    // until they are a second apart)
+    // Seconds from `skipped`: `before` exists, `inside` is skipped; halve
+    // until they are a second apart.
     let (mut before, mut inside) = (-86_400_i64, 0_i64);
     if !exists(at(before)) {
         return None;

@@ -93,7 +93,7 @@ pub fn shown(url: &Url) -> String {
         let mut path: String = segments[..plain].iter().map(|s| format!("/{s}")).collect();
         path.push_str("/\u{2026}");
         shown.set_path(&path);
-        // (set_path would percent-encode the ellipsis)
+        // The ellipsis is put back, as set_path percent-encodes it.
         let text = shown.to_string();
         return text.replace("/%E2%80%A6", "/\u{2026}");
     }

@@ -151,7 +151,7 @@ impl Dispatcher {
         self.runtime.spawn(async move {
             let (queue_id, id, lease) = (request.queue_id, request.id, request.lease);
             let outcome = attempt(&client, request).await;
-            // (the worker may be gone: nothing to tell then)
+            // The worker may be gone: nothing to tell then.
             let _ = done.send(Done {
                 queue_id,
                 id,
@@ -173,13 +173,14 @@ impl Dispatcher {
     /// Whether outcomes have come in that `finished` has not handed out.
     pub fn any_answered(&mut self) -> bool {
         loop {
-            // (read first: an outcome sent after the read signals again)
+            // Drained first: an outcome sent after that signals again.
             drain(&self.answered);
             let before = self.pending.len();
             self.pending.extend(self.done_rx.try_iter());
             self.unread
                 .fetch_sub((self.pending.len() - before) as isize, SeqCst);
-            // (the outcome that record_in records at once for)
+            // The next signal comes with the outcome for which record_in
+            // records at once.
             let open: usize = self.in_flight.values().sum();
             let wanted = open.div_ceil(2).saturating_sub(self.pending.len()).max(1) as isize;
             self.wake_at.store(wanted, SeqCst);
@@ -333,8 +334,8 @@ async fn attempt(client: &reqwest::Client, request: Request) -> Outcome {
         .get("retry-after")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    // (a 2xx body is the job's result, kept up to its limit; another's
-    // start goes into last_error)
+    // A 2xx body is the job's result, kept up to its limit; another's start
+    // goes into last_error.
     let keep = if status.is_success() {
         WEBHOOK_RESULT_BODY_BYTES
     } else {

@@ -181,7 +181,7 @@ mod tests {
             json(&reply(r#"{"ok": true, "n": 12345678901234567890}"#, false).result_json()),
             json(r#"{"status": 201, "body": {"ok": true, "n": 12345678901234567890}}"#)
         );
-        // (written as it came: the number keeps its digits)
+        // Written as it came: the number keeps its digits.
         assert!(reply("[1.10]", false).result_json().contains("[1.10]"));
         assert_eq!(
             json(&reply("accepted", false).result_json()),
@@ -195,8 +195,8 @@ mod tests {
             json(&reply("", false).result_json()),
             json(r#"{"status": 201, "body": ""}"#)
         );
-        // (jsonb takes no \u0000: such a body is kept as text, and a NUL
-        // byte in text is replaced)
+        // A jsonb value takes no \u0000: such a body is kept as text, and a
+        // NUL byte in text is replaced.
         assert_eq!(
             json(&reply(r#"{"a": "\u0000"}"#, false).result_json()),
             json(r#"{"status": 201, "body": "{\"a\": \"\\u0000\"}"}"#)

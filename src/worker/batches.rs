@@ -48,10 +48,10 @@ impl Tally {
 /// it, if the worker is to deliver it: none when it is gone, paused or no
 /// longer delivered.
 pub fn queue_for_worker(client: &mut SpiClient<'_>, queue_id: i32, name: &str) -> Option<Queue> {
-    // (its rules as a batch in this transaction must follow them: under the
-    // rules lock, which a change waits for; the round's sender_queues.sql
-    // cached it: no statement, unless a change to a queue made this backend
-    // forget it since)
+    // The batch in this transaction must follow the rules read here: they are
+    // read under the rules lock, which a change waits for. The round's
+    // sender_queues.sql cached the queue, so this runs no statement unless a
+    // change to a queue made this backend forget it since.
     catalog::lock_rules(queue_id, false);
     let found = catalog::by_id(client, queue_id)?;
     (found.name == name && !found.paused && found.sender.is_some()).then_some(found)

@@ -190,7 +190,6 @@ impl Delivery {
         handing_over: bool,
         stop: impl Fn() -> bool,
     ) -> Round {
-        // (with the outcomes of webhook requests that came back)
         let (queues, tally) = session::transaction(|| {
             session.tables(|client| (sender_queues(client), self.http.record(client)))
         });
@@ -207,13 +206,12 @@ impl Delivery {
             let size = size_of(&queue);
             if let Some(hook) = &queue.webhook {
                 if handing_over {
-                    // (its turn is over: serve.rs)
                     round.held_back = true;
                     continue;
                 }
                 let batch = session::transaction(|| {
                     session.tables(|client| {
-                        // (what came back first: it makes room)
+                        // What came back is recorded first: it makes room.
                         let recorded = self.http.record(client);
                         let mut batch =
                             self.http
@@ -239,7 +237,7 @@ impl Delivery {
             }
             round.claimed += claimed.jobs;
             round.batches += 1;
-            // (a limit or an order that kept jobs back lets them go once these end)
+            // A limit or an order that kept jobs back lets them go once these end.
             round.more |= claimed.full || claimed.held_back;
         }
         round
@@ -254,8 +252,8 @@ fn size_of(queue: &SenderQueue) -> usize {
 fn sender_queues(client: &mut pgrx::spi::SpiClient<'_>) -> Vec<SenderQueue> {
     db::run(client, &queries::SENDER_QUEUES, args![])
         .map(|r| {
-            // (kept in this backend's cache of queues: the round's claims
-            // then look no queue up)
+            // Kept in this backend's cache of queues: the round's claims then
+            // look no queue up.
             let queue = catalog::cache_row(&r);
             SenderQueue {
                 id: queue.id,

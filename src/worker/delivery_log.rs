@@ -60,7 +60,7 @@ pub fn write(slot: usize, ids: &[i64]) {
         std::fs::write(&path, &text)
     });
     if let Err(e) = written {
-        // (without it, a crash mid-delivery would count no attempt)
+        // Without it, a crash mid-delivery would count no attempt.
         pgrx::error!("queue worker: cannot write {}: {e}", path.display());
     }
 }
@@ -111,8 +111,8 @@ pub fn left() -> Left {
             continue;
         }
         if let Ok(text) = std::fs::read_to_string(entry.path()) {
-            // (each id ends with its newline: a piece after the last one
-            // was cut short)
+            // Each id ends with its newline: a piece after the last one was
+            // cut short.
             let whole = text.rsplit_once('\n').map_or("", |(whole, _)| whole);
             left.ids
                 .extend(whole.lines().filter_map(|line| line.parse::<i64>().ok()));

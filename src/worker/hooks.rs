@@ -253,7 +253,8 @@ fn release(database: Oid) {
             shared.workers[slot].stop = true;
         }
     }
-    // (a worker, its helpers included; each signalled once its pid is known)
+    // Signals every worker of the database, its helpers included, each once
+    // its pid is known.
     let mut signalled: Vec<i32> = Vec::new();
     loop {
         let pids: Vec<i32> = {

@@ -52,8 +52,8 @@ impl Webhook {
         let timeout: Interval = row.value("timeout");
         let secret: Option<String> = row.get("secret");
         Some(Webhook {
-            // (registration checked all of it; a row changed by hand that
-            // breaks the rules is an error, not a webhook without headers)
+            // Registration checked all of it; a row changed by hand that
+            // breaks the rules is an error, not a webhook without headers.
             url: Url::parse(&url).unwrap_or_else(|_| {
                 QueueError::WebhookUrl {
                     url: url.split(['?', '#']).next().unwrap_or("").to_string(),
@@ -62,7 +62,7 @@ impl Webhook {
             }),
             headers: rules::check_webhook_headers(&headers.0).unwrap_or_else(|e| e.raise()),
             timeout: Duration::from_micros(catalog::micros(&timeout).max(0) as u64),
-            // (never unsigned for a secret that does not decode)
+            // A secret that does not decode is an error, never an unsigned request.
             key: secret.map(|s| {
                 sign::key_of(&s)
                     .unwrap_or_else(|problem| QueueError::WebhookSecret { problem }.raise())
@@ -230,7 +230,7 @@ impl Http {
         let requests = jobs
             .into_iter()
             .map(|job| {
-                // (the job's trace, carried on by this attempt's span)
+                // The headers carry the job's trace on, through this attempt's span.
                 let mut headers = hook.headers.clone();
                 headers.extend(job.attempt.headers());
                 Request {
@@ -270,7 +270,7 @@ impl Http {
     /// may have had them).
     pub fn abandon(&mut self, client: &mut SpiClient<'_>) -> Tally {
         let tally = self.record(client);
-        // (their attempts have no outcome: no span)
+        // Their attempts have no outcome, so no span.
         self.attempts.clear();
         if let Some(dispatcher) = self.dispatcher.as_mut() {
             let (ids, leases): (Vec<i64>, Vec<Uuid>) = dispatcher.abandon().into_iter().unzip();

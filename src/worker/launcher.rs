@@ -55,9 +55,8 @@ pub extern "C-unwind" fn queue_launcher_main(_arg: pg_sys::Datum) {
     {
         let shared = &mut *SHARED.exclusive();
         shared.launcher_procno = shared::my_procno();
-        // (the launcher starts once recovery has ended: for a standby, at
-        // its promotion; a restart of the launcher alone keeps the first
-        // time)
+        // The launcher starts once recovery has ended: for a standby, at its
+        // promotion; a restart of the launcher alone keeps the first time.
         if shared.started_in_recovery {
             let _ = shared.serving_since.compare_exchange(
                 0,
@@ -86,8 +85,8 @@ pub extern "C-unwind" fn queue_launcher_main(_arg: pg_sys::Datum) {
             next_scan = now + crate::time::seconds(gucs::DATABASE_SCAN_S.get());
         }
         reap(&mut handles, now);
-        // (woken when the next due time comes: a schedule's tick is on
-        // time, not up to a TICK late)
+        // Woken when the next due time comes, so that a schedule's tick is on
+        // time, not up to a TICK late.
         let next_due = SHARED.exclusive().wake_due(now);
         sleep = next_due.map_or(TICK, |at| {
             TICK.min(Duration::from_micros((at - now) as u64))
@@ -286,8 +285,8 @@ fn ask_to_yield(now: i64) {
         .filter(|w| w.state != State::Free)
         .count();
     let free = (gucs::MAX_WORKERS.get() as usize).saturating_sub(running);
-    // (helpers leave by themselves, after their batch, once a database
-    // waits: serve.rs)
+    // Helpers leave by themselves, after their batch, once a database waits:
+    // see serve.rs.
     let leaving = shared
         .workers
         .iter()

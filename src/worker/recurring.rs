@@ -32,8 +32,8 @@ impl Recurring {
         let (fired, next) = session::transaction(|| {
             let (fired, next) =
                 session.tables(|client| (fire::fire_due(client, now), fire::next_tick(client)));
-            // (consumers waiting on a pull queue take its jobs; the worker
-            // itself delivers those of its own queues)
+            // Consumers waiting on a pull queue take its jobs; the worker
+            // itself delivers those of its own queues.
             for &(queue_id, jobs) in &fired {
                 announce::work_due(queue_id, false, jobs, now);
             }

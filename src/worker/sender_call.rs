@@ -269,7 +269,7 @@ fn parse_setting(setting: &str) -> Option<(CString, CString)> {
 /// its writer was allowed to set). A setting that cannot be applied is
 /// skipped with a warning, once per worker, as a login skips it with one.
 fn apply_login_setting(name: &std::ffi::CStr, value: &std::ffi::CStr) {
-    // (inside the subtransaction, in the GUC nest level run() opened)
+    // Runs inside the subtransaction, in the GUC nest level that run() opened.
     if !crate::gucs::try_set_for_scope(name, value) {
         let setting = format!("{}={}", name.to_string_lossy(), value.to_string_lossy());
         if WARNED.with(|w| w.borrow_mut().insert(setting.clone())) {

@@ -110,7 +110,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         let stop = stop_requested(slot) || !gucs::ENABLED.get();
         let asked = yield_asked(slot);
         let sending = worker.delivery.sending();
-        // (read only where it counts: reading takes the answers in)
+        // Read only where it counts: reading takes the answers in.
         let answered = !stop && sending && asked && worker.delivery.any_answered();
         let (step, handover_from) = decisions::next_step(&decisions::Moment {
             now,
@@ -120,7 +120,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             answered,
             woken,
             next_round_at: worker.next_round_at,
-            // (looked at only for a wait on open requests alone)
+            // Looked at only when the worker would wait on open requests alone.
             record_in_us: if sending && !woken && now < worker.next_round_at {
                 worker.delivery.record_in_us()
             } else {
@@ -129,15 +129,15 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             handover_from: worker.handover_from,
         });
         worker.handover_from = handover_from;
-        // (its turn is over when asked: webhook queues send no more)
+        // Its turn is over when asked: webhook queues send no more.
         let handing_over = asked && worker.batches >= decisions::TURN_BATCHES;
         match step {
             Step::Stop => worker.stop(),
             Step::HandOver => worker.hand_over(now),
             Step::AwaitAnswers { for_us } => sleep_us(for_us, worker.delivery.answered_fd()),
             Step::Refill => worker.refill(now, handing_over),
-            // (a turn over while requests are open rests until their
-            // outcomes are recorded)
+            // A turn over while requests are open rests until their outcomes
+            // are recorded.
             Step::Round => match worker.round(now, woken, handing_over) {
                 AfterRound::Again => {}
                 AfterRound::Rest | AfterRound::Leave => worker.rest(),
@@ -231,7 +231,7 @@ impl Worker {
                     self.upkeep.note_work();
                 }
             }
-            // (the extension is gone or was made again: a round finds out)
+            // The extension is gone or was made again: a round finds out.
             None => self.next_round_at = now,
         }
     }
@@ -249,8 +249,8 @@ impl Worker {
                 exit_cleanly();
             }
         };
-        // (ticks fired are no reason to stay: a database whose next tick is
-        // far away keeps no worker; the jobs' delivery is)
+        // Ticks fired are no reason to stay: a database whose next tick is far
+        // away keeps no worker; the jobs' delivery is.
         if self.recurring.run(&self.session, self.database, now) > 0 {
             self.upkeep.note_work();
         }
@@ -258,12 +258,12 @@ impl Worker {
         let round = self
             .delivery
             .round(&self.session, handing_over, || stop_requested(slot));
-        // (a round again at once, unless the worker rests)
+        // Another round at once, unless the worker rests.
         self.next_round_at = now;
         self.batches += round.batches;
         self.recovered = note_round(self.database, round.more && !handing_over);
-        // (a worker whose slot another database waits for puts its
-        // maintenance off, within limits: see Upkeep::run)
+        // A worker whose slot another database waits for puts its maintenance
+        // off, within limits: see Upkeep::run.
         self.upkeep
             .run(&self.session, crate::time::now_us(), yield_asked(slot));
         if woken || round.claimed > 0 || round.answered > 0 {
@@ -297,7 +297,7 @@ impl Worker {
     fn rest(&mut self) {
         let now = crate::time::now_us();
         let next_due = session::transaction(|| self.session.tables(delivery::next_due));
-        // (jobs left in flight that wait for a rate window are due then)
+        // Jobs left in flight that wait for a rate window are due then.
         let next_due = match self.recover_at {
             Some(at) if !self.recovered => Some(next_due.map_or(at, |due| due.min(at))),
             _ => next_due,
@@ -313,7 +313,7 @@ impl Worker {
                 idle_us,
             )
         {
-            // (when maintenance is owed, its visit's worker asks instead)
+            // When maintenance is owed, its visit's worker asks instead.
             let cleanup = match self.upkeep.owed_at() {
                 Some(_) => None,
                 None => session::transaction(|| self.session.tables(delivery::next_cleanup)),
@@ -339,8 +339,8 @@ impl Worker {
             .min(self.upkeep.next_at() - now)
             .max(1000);
         self.next_round_at = now + timeout_us;
-        // (while webhook requests are open, an outcome coming back ends the
-        // sleep too: the top of the loop records it)
+        // While webhook requests are open, an outcome coming back ends the
+        // sleep too: the top of the loop records it.
         if self.delivery.sending() {
             sleep_us(
                 timeout_us.min(decisions::SENDING_WAIT_US),
@@ -371,7 +371,7 @@ fn help(slot: usize, mut session: Session) -> ! {
             Some(found) => found,
             None => leave_helping(slot),
         };
-        // (webhook queues are held back: their worker keeps max_in_flight)
+        // Webhook queues are held back: their worker keeps max_in_flight.
         let round = delivery.round(&session, true, || stop_requested(slot));
         if !round.more {
             leave_helping(slot);
@@ -597,7 +597,7 @@ unsafe extern "C-unwind" fn at_exit(_code: i32, arg: pg_sys::Datum) {
             entry.want(now);
         }
         if !me.helper {
-            // (no helper starts for a database without its worker)
+            // No helper starts for a database without its worker.
             entry.busy = false;
         }
         // an exit in the middle of a round (an error, SIGTERM) may leave

@@ -115,9 +115,9 @@ impl Worker {
     /// wait: not at all when it is a helper (helpers leave by themselves),
     /// already leaving or not running; as idle when it sleeps on its latch;
     /// as busy, since its start, when it delivers or is still starting.
-    /// (Left out, a worker still starting would deliver and then sleep
-    /// unasked until the launcher next woke: a burst that filled every slot
-    /// with new workers stalled until the launcher's tick, a second later.)
+    /// Left out, a worker still starting would deliver and then sleep unasked
+    /// until the launcher next woke: a burst that filled every slot with new
+    /// workers would stall until the launcher's tick, a second later.
     pub fn candidate(&self, slot: usize) -> Option<super::decisions::Candidate> {
         let busy = match self.state {
             State::Idle => false,
@@ -253,8 +253,7 @@ impl Shared {
         if self.waiting_for_worker(now).next().is_some() {
             return None;
         }
-        // (not while its worker is asked to go, or a command holds the
-        // database)
+        // No helper while its worker is asked to go or a command holds the database.
         let staying = |oid| {
             self.worker_of(oid).is_some_and(|slot| {
                 let w = &self.workers[slot];

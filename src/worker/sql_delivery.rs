@@ -148,7 +148,7 @@ enum Taken {
 
 /// The outcomes of a transaction's calls: delivered jobs succeed, failed
 /// ones follow their queue's retry policy (QU001: straight to failed).
-/// (The failed jobs of a locked batch have had their attempt counted.)
+/// The failed jobs of a locked batch have had their attempt counted.
 fn record(
     session: &Session,
     taken: Taken,
@@ -226,15 +226,15 @@ fn check_sender(
         return (Check::NoSender, Some(queue));
     };
     if row.value::<bool>("webhook") {
-        // (made a webhook queue since the claim: its jobs go back, for
-        // the webhook's own round)
+        // The queue became a webhook queue since the claim: its jobs go back,
+        // for the webhook's own round.
         return (Check::NoSender, Some(queue));
     }
     let role: Oid = row.value("role");
     let role_name: String = row.value("role_name");
     let settings: Vec<String> = row.value("settings");
     let check = match row.get::<Oid>("function") {
-        // (worded by the registered signature alone)
+        // The refusal is worded by the registered signature alone.
         None => Check::Refused(Refusal::Missing.at_delivery(
             &registered,
             &role_name,
@@ -299,8 +299,8 @@ pub fn claim_and_deliver(
             Taking::ClaimedFirst => None,
         };
         if let Some((claimed, tally)) = in_one {
-            // (an ordered queue whose heads lie past the front's turns has
-            // them claimed, by the claim's walk)
+            // An ordered queue whose heads lie past the front's turns has them
+            // claimed by the claim's walk.
             if claimed.jobs > 0 || !queue.limits.ordered {
                 return (claimed, Vec::new(), tally);
             }
@@ -321,8 +321,8 @@ pub fn claim_and_deliver(
             .collect();
         (claimed, batch, Tally::default())
     });
-    // (jobs taken and none claimed first: deliver_locked wrote their ids
-    // down, and their transaction has committed)
+    // Jobs were taken and none claimed first: deliver_locked wrote their ids
+    // down, and their transaction has committed.
     if claimed.jobs > 0 && claimed_first.is_empty() {
         delivery_log::clear(slot);
     }
@@ -368,7 +368,7 @@ fn deliver_locked(
         let chosen =
             session.tables(|c| limits::choose(c, queue, turn, size, &mut now, &HashSet::new()));
         held_back = chosen.held_back;
-        // (limits of the queue as a whole choose no job by id)
+        // Limits of the queue as a whole choose no job by id.
         size = match chosen.pick {
             Pick::Next(room) => room,
             Pick::These(ids) => ids.len(),
@@ -401,11 +401,11 @@ fn deliver_locked(
     delivery_log::write(slot, &locked.iter().map(|(id, _)| *id).collect::<Vec<_>>());
     let (check, _) = session.tables(|c| check_sender(c, queue.id));
     if !matches!(check, Check::NoSender) && turn.is_some() {
-        // (an attempt is made of each, or counted as failed: each a claim)
+        // An attempt is made of each, or counted as failed: each is a claim.
         session.tables(|c| limits::note(c, queue, now, groups.iter().map(Option::as_deref)));
     }
     let (delivered, failed) = match check {
-        // (gone meanwhile: the jobs stay as they are)
+        // The queue has no sender any more: the jobs stay as they are.
         Check::NoSender => return (claimed, Tally::default()),
         Check::Refused(problem) => {
             let failed = locked
@@ -427,10 +427,9 @@ fn deliver_locked(
             (calls.delivered, calls.failed)
         }
     };
-    // a failed attempt counts, and is then recorded as for a claimed job
-    // (one that the sender itself moved on is left as it is)
-    // (no statement when all went well: in a worker's first round, each
-    // statement is planned anew)
+    // A failed attempt counts, and is then recorded as for a claimed job; one
+    // that the sender itself moved on is left as it is. No statement runs when
+    // all went well, as in a worker's first round each statement is planned anew.
     let failed_ids: Vec<i64> = failed.iter().map(|(id, _, _)| *id).collect();
     let leases: HashMap<i64, Uuid> = if failed_ids.is_empty() {
         HashMap::new()
@@ -580,8 +579,8 @@ pub fn recover_one(client: &mut pgrx::spi::SpiClient<'_>, id: i64) -> Recovery {
     let turn = match limits::turn_to_claim_again(client, &queue, group.as_deref(), &mut now) {
         Ok(turn) => turn,
         Err(frees_at) => {
-            // (its lease must outlast the wait: an expired one would hand
-            // the job to an ordinary claim, in a batch)
+            // Its lease must outlast the wait: an expired one would hand the
+            // job to an ordinary claim, in a batch.
             let until = add_delay(frees_at, catalog::micros(&lease));
             db::run(
                 client,

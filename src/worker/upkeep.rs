@@ -96,8 +96,9 @@ impl Upkeep {
             self.next_bury = now + EVERY_SECOND_US;
         }
         if now >= self.next_rotation_check {
-            // (CASE: evaluated in this order; a WHERE clause on a volatile
-            // function is not, and the rotation ran by every rule then)
+            // A CASE is evaluated in this order; a WHERE clause on a volatile
+            // function is not, and would let the rotation run whatever the
+            // check said.
             upkeep(
                 session,
                 "SELECT CASE WHEN queue_cleanup_held_back() THEN queue_rotate_live()::int ELSE 0 END::bigint",
@@ -112,7 +113,6 @@ impl Upkeep {
             upkeep(session, "SELECT queue_rotate_live()::int::bigint");
             let cleaned = upkeep(session, "SELECT queue_cleanup()");
             self.next_maintenance = decisions::next_maintenance(cleaned, now, interval_us());
-            // (owed again at once while cleanup finds jobs)
             self.owed = cleaned > 0;
         }
     }

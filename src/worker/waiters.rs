@@ -178,7 +178,7 @@ impl Registration {
         {
             Wake::Now
         } else {
-            // (a commit moved it meanwhile: look now anyway)
+            // A commit moved it meanwhile: look now anyway.
             wake_at.store(0, Ordering::SeqCst);
             Wake::Now
         }
@@ -219,7 +219,7 @@ fn free(slot: &Slot) {
         }
     }
     let at = slot.wake_at.swap(0, Ordering::SeqCst);
-    // (an awaiter's wake-up was for its job alone)
+    // An awaiter's wake-up was for its job alone.
     if at != 0 && awaited == 0 {
         let queue = Target::Queue(slot.queue.load(Ordering::SeqCst));
         wake(pg_sys::Oid::from(database), queue, Some(1), at);
@@ -366,8 +366,8 @@ pub fn note_ended(queue: i32, jobs: usize) {
 }
 
 /// Jobs `ids` end when this transaction commits: their awaiters return.
-/// (Noted whether or not anyone awaits now: one who starts to before the
-/// commit must be found by it.)
+/// Noted whether or not anyone awaits now: one who starts to before the commit
+/// must be found by it.
 pub fn note_ended_jobs(ids: impl Iterator<Item = i64>) {
     if !shared::available() {
         return;
@@ -493,7 +493,7 @@ fn wake(database: pg_sys::Oid, target: Target, count: Option<usize>, at: i64) {
 /// `at` or earlier already, or left meanwhile.
 fn claim_wake(slot: &Slot, at: i64, free_only: bool, database: u32, target: Target) -> bool {
     let was = slot.wake_at.load(Ordering::SeqCst);
-    // (0: free; otherwise it was asked for `was`)
+    // Zero is free; otherwise it was asked for `was`.
     if was != 0 && (free_only || was <= at) {
         return false;
     }
