@@ -738,15 +738,15 @@ fn sender_examples_deliver_as_they_say() {
     assert_eq!(welcomes, 1);
 }
 
-/// The front page's short sender and webhook examples, as pasted: the
+/// docs/push.md's short sender and webhook examples, as pasted: the
 /// sender delivers its job into the outbox; the webhook is registered in
 /// a database named mydb, as it says.
 #[test]
-fn front_page_sender_and_webhook_run_as_pasted() {
+fn push_page_short_sender_and_webhook_run_as_pasted() {
     let cluster = Cluster::start();
     let mut admin = cluster.connect();
     create_role_with_schema(&mut admin, "teamlead");
-    psql_ok(&cluster, "teamlead", &snippet("front-sender"));
+    psql_ok(&cluster, "teamlead", &snippet("short-sender"));
     eventually("the sender's delivery", || {
         jobs(&mut admin, "notifications")
             == vec![job(r#"{"to": "ada@example.com"}"#, "succeeded", 1, None)]
@@ -756,7 +756,7 @@ fn front_page_sender_and_webhook_run_as_pasted() {
 
     cluster.create_database("mydb", "CREATE EXTENSION queue");
     let mut mydb = cluster.connect_to("mydb");
-    let out = psql_in(&cluster, "postgres", "mydb", &snippet("front-webhook"));
+    let out = psql_in(&cluster, "postgres", "mydb", &snippet("short-webhook"));
     assert!(out.status.success(), "{}", text(&out));
     let sender: String = one(
         &mut mydb,
@@ -918,10 +918,10 @@ fn group_examples_run_in_order_as_any_role() {
     );
 }
 
-/// The front page's stuck group: found with queue_groups, its head run
+/// docs/groups.md's stuck group: found with queue_groups, its head run
 /// again at once, ahead of the job that waited behind it.
 #[test]
-fn front_page_unblocks_a_stuck_group_as_pasted() {
+fn groups_page_unblocks_a_stuck_group_as_pasted() {
     let cluster = Cluster::start();
     let mut admin = cluster.connect();
     create_role(&mut admin, "dba_on_call");
@@ -949,7 +949,7 @@ fn front_page_unblocks_a_stuck_group_as_pasted() {
     );
 }
 
-/// The front page's recurring jobs, as pasted by a role of its own: the
+/// docs/schedules.md's recurring jobs, as pasted by a role of its own: the
 /// schedules stored with their next ticks on the zone's wall clock, the job
 /// run by hand, and the ten-second one fired by the worker.
 #[test]
