@@ -30,9 +30,11 @@ fi
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # (chromium: the headless browser of the dashboard's test, web/tests/browser.rs;
-# curl: make bench-web's page loads)
+# curl: make bench-web's page loads; prometheus: the dashboard's /metrics tests,
+# web/tests/metrics.rs, run its promtool (check metrics, check rules) and a
+# real Prometheus server that scrapes queue-web)
 packages=(postgresql-15 postgresql-server-dev-15 libclang-dev clang pkg-config build-essential sudo
-          chromium curl)
+          chromium curl prometheus)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -11,6 +11,7 @@ mod filters;
 mod hosts;
 mod launcher;
 mod masking;
+mod metrics;
 mod pages;
 mod refresh;
 mod render;

@@ -7,6 +7,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use crate::hosts::{self, Hosts};
+use crate::metrics;
 use crate::pages::{actions, cluster, confirm, dead, dead_actions, heads, job, jobs, queue};
 use crate::security;
 use crate::state::App;
@@ -48,6 +49,8 @@ pub fn router(app: Arc<App>, hosts: Arc<Hosts>) -> Router {
             get(heads::ask_let_go).post(heads::let_go),
         )
         .route("/db/{db}/schedule/{name}/run", post(actions::run_schedule))
+        // Prometheus' scrape, behind the same token as the pages
+        .route("/metrics", get(metrics::serve))
         .layer(axum::middleware::from_fn_with_state(
             app.security.clone(),
             security::guard,

@@ -8,7 +8,7 @@ use crate::failure::Failure;
 
 const STATS: &str = include_str!("../queries/stats.sql");
 
-#[derive(Clone, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct QueueRow {
     pub queue: String,
     pub paused: bool,
