@@ -5,4 +5,4 @@
 SELECT e.child, e.parent, p.outcome
   FROM queue_edges e
   JOIN unnest($1::bigint[], $2::text[]) AS p(id, outcome) ON e.parent = p.id
- WHERE p.outcome <> 'succeeded' AND e.cancels
+ WHERE e.parent = ANY ($1) AND p.outcome <> 'succeeded' AND e.cancels

@@ -11,9 +11,13 @@ WITH waits AS (
     INSERT INTO queue_edges (parent, child, cancels)
     SELECT p, c, true FROM unnest($1::bigint[]) c, unnest($5::bigint[]) p
 ), dead_marked AS (
-    UPDATE queue_dead SET has_children = true WHERE id = ANY ($5) AND NOT has_children
+    -- (cardinality first: a one-time filter that skips the scan when no
+    -- parent failed, whatever plan the statement has)
+    UPDATE queue_dead SET has_children = true
+     WHERE cardinality($5::bigint[]) > 0 AND id = ANY ($5) AND NOT has_children
 ), done_marked AS (
-    UPDATE queue_done SET has_children = true WHERE id = ANY ($5) AND NOT has_children
+    UPDATE queue_done SET has_children = true
+     WHERE cardinality($5::bigint[]) > 0 AND id = ANY ($5) AND NOT has_children
 )
 UPDATE queue_live
    SET depends_on = $2, waiting_for = cardinality($3),
