@@ -9,7 +9,6 @@ use serde::Serialize;
 
 use crate::databases::Client;
 use crate::failure::Failure;
-use crate::samples::Sample;
 use crate::stats::{age, QueueRow};
 use crate::urls::shown_in;
 
@@ -141,10 +140,17 @@ pub struct Unclaimed {
     pub silent_for: Option<String>,
 }
 
+/// A reading of how many jobs of a queue had finished (succeeded or failed)
+/// `at` seconds since the Unix epoch.
+pub struct Reading {
+    pub at: f64,
+    pub finished: i64,
+}
+
 /// The queues among `queues` with due jobs that are not moving: paused
 /// ones, and those whose last SILENT_SAMPLES readings (`history` of each,
 /// oldest first) show none finished and none in flight.
-pub fn unclaimed(queues: &[QueueRow], history: impl Fn(&str) -> Vec<Sample>) -> Vec<Unclaimed> {
+pub fn unclaimed(queues: &[QueueRow], history: impl Fn(&str) -> Vec<Reading>) -> Vec<Unclaimed> {
     queues
         .iter()
         .filter(|q| q.pending > 0)
@@ -156,8 +162,7 @@ pub fn unclaimed(queues: &[QueueRow], history: impl Fn(&str) -> Vec<Sample>) -> 
                 let samples = history(&q.queue);
                 let recent = samples.get(samples.len().checked_sub(SILENT_SAMPLES)?..)?;
                 let (first, last) = (recent.first()?, recent.last()?);
-                let finished = |s: &Sample| s.succeeded + s.failed;
-                let still = finished(first) == finished(last) && q.processing == 0;
+                let still = first.finished == last.finished && q.processing == 0;
                 let span = last.at - first.at;
                 if !still || oldest_due < span {
                     return None;
@@ -200,16 +205,13 @@ mod tests {
         }
     }
 
-    fn history(finished: &[i64]) -> Vec<Sample> {
+    fn history(finished: &[i64]) -> Vec<Reading> {
         finished
             .iter()
             .enumerate()
-            .map(|(i, n)| Sample {
+            .map(|(i, n)| Reading {
                 at: i as f64 * 10.0,
-                enqueued: 0,
-                succeeded: *n,
-                failed: 0,
-                backlog: 0,
+                finished: *n,
             })
             .collect()
     }

@@ -111,7 +111,16 @@ async fn database(app: &App, name: String, fresh: bool) -> Database {
         }
     };
     let queue_link = |queue: &str| format!("{link}/queue/{}", segment(queue));
-    let mut unclaimed = stuck::unclaimed(&rows, |queue| app.samples.of(&name, queue));
+    let mut unclaimed = stuck::unclaimed(&rows, |queue| {
+        app.samples
+            .of(&name, queue)
+            .iter()
+            .map(|s| stuck::Reading {
+                at: s.at,
+                finished: s.succeeded + s.failed,
+            })
+            .collect()
+    });
     // (a queue whose due jobs wait behind a stuck group's head has its
     // group's line, which says why)
     unclaimed.retain(|u| !found.heads.iter().any(|h| h.queue == u.queue));
