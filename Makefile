@@ -177,11 +177,13 @@ bench-tenants-smoke: install
 	    BENCH_SCHEDULE_TICKS=3 \
 	    BENCH_DIR=/tmp/qbench/tenants-smoke BENCH_PORT=54461 bench/tenants.sh
 
-## bench-web: queue-web's cluster page for 60 tenant databases of 100,000 jobs each: median and slowest of 20 loads (about 5 min; the figures go into BENCHMARKS.md by hand)
+## bench-web: queue-web's cluster page for 60 tenant databases of 100,000 jobs each (median and slowest of 20 loads), its jobs pages and dead letters at 100,000 jobs, and GET /metrics over 60 databases (about 12 min; the figures go into BENCHMARKS.md by hand)
 .PHONY: bench-web
 bench-web: install
 	cargo build --release -p queue-web
 	web/bench/cluster-page.sh
+	web/bench/jobs-pages.sh
+	web/bench/metrics-scrape.sh
 
 ## test-ha: automatic failover with Patroni: 3 nodes (Raft DCS, synchronous mode), the leader killed under load; nothing acknowledged lost, no effect repeated, the old leader rejoins as a replica (about a minute)
 .PHONY: test-ha

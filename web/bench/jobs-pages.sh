@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How long queue-web's jobs pages (with each filter) and its dead-letter
-# triage take at 100,000 jobs (issue 59; web/bench/RESULTS-59.md).
+# triage take at 100,000 jobs (issue 59; the figures are in BENCHMARKS.md).
 #
 # Builds two databases in a throwaway cluster (scripts/cluster.sh, the
 # installed extension, preloaded):
