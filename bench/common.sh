@@ -99,3 +99,22 @@ replace_region() {
     mv "$file.tmp" "$file"
     rm -f "$content"
 }
+
+# The rounds a script recorded in $RAW (CSV: item, side, round, value), for
+# its report.
+# round_stats ITEM SIDE: "median min max" of the recorded rounds, or nothing
+round_stats() {
+    awk -F, -v i="$1" -v s="$2" '$1 == i && $2 == s { print $4 }' "$RAW" | sort -g |
+        awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)], v[1], v[NR] }'
+}
+# fmt NUMBER: thousands separated above 100, two decimals below
+fmt() {
+    awk -v x="$1" 'BEGIN {
+        if (x == "") { print "n/a"; exit }
+        if (x + 0 < 100) { printf "%.2f\n", x; exit }
+        s = sprintf("%.0f", x); out = ""
+        while (length(s) > 3) { out = "," substr(s, length(s) - 2) out; s = substr(s, 1, length(s) - 3) }
+        print s out }'
+}
+# med ITEM SIDE: the median of the rounds
+med() { round_stats "$1" "$2" | cut -d' ' -f1; }
