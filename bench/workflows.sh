@@ -615,26 +615,11 @@ item f && baseline
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 minutes=$(( ($(date +%s) - t_start + 30) / 60 ))
 
-# stat ITEM SIDE: "median min max" of the recorded rounds, or nothing
-stat() {
-    awk -F, -v i="$1" -v s="$2" '$1 == i && $2 == s { print $4 }' "$RAW" | sort -g |
-        awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)], v[1], v[NR] }'
-}
-# fmt NUMBER: thousands separated above 100, two decimals below
-fmt() {
-    awk -v x="$1" 'BEGIN {
-        if (x == "") { print "n/a"; exit }
-        if (x + 0 < 100) { printf "%.2f\n", x; exit }
-        s = sprintf("%.0f", x); out = ""
-        while (length(s) > 3) { out = "," substr(s, length(s) - 2) out; s = substr(s, 1, length(s) - 3) }
-        print s out }'
-}
 cell() {  # ITEM SIDE: "median (min–max)"
     local m lo hi
-    read -r m lo hi <<< "$(stat "$1" "$2")"
+    read -r m lo hi <<< "$(round_stats "$1" "$2")"
     if [ -z "$m" ]; then echo "n/a"; elif [ "$lo" != "$hi" ]; then echo "$(fmt "$m") ($(fmt "$lo")–$(fmt "$hi"))"; else fmt "$m"; fi
 }
-med() { stat "$1" "$2" | cut -d' ' -f1; }
 # num COUNT: thousands separated
 num() {
     awk -v x="$1" 'BEGIN { s = sprintf("%.0f", x); out = ""
