@@ -102,7 +102,7 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
         recover_at: None,
     };
     loop {
-        worker.recover_if_due();
+        worker.recover_if_due(false);
         pgrx::check_for_interrupts!();
         reload_if_asked();
         let now = crate::time::now_us();
@@ -138,10 +138,13 @@ pub extern "C-unwind" fn queue_worker_main(arg: pg_sys::Datum) {
             Step::Refill => worker.refill(now, handing_over),
             // A turn over while requests are open rests until their outcomes
             // are recorded.
-            Step::Round => match worker.round(now, woken, handing_over) {
-                AfterRound::Again => {}
-                AfterRound::Rest | AfterRound::Leave => worker.rest(),
-            },
+            Step::Round => {
+                worker.recover_if_due(true);
+                match worker.round(now, woken, handing_over) {
+                    AfterRound::Again => {}
+                    AfterRound::Rest | AfterRound::Leave => worker.rest(),
+                }
+            }
         }
     }
 }
@@ -179,11 +182,23 @@ impl Worker {
     /// beside a worker that has just started, and none starts before this
     /// is done) and has no webhook request open (their jobs are in flight
     /// too). The database is recovered once none waits for a rate window.
-    fn recover_if_due(&mut self) {
+    /// `before_round`: a round is about to claim. A job left in flight
+    /// that waits for a rate window is then looked at up to a second early:
+    /// the round would see the window free by its own read of the clock a
+    /// moment before `recover_at`, and give the job's place in the window to
+    /// a job that never ran.
+    fn recover_if_due(&mut self, before_round: bool) {
+        let early = if before_round {
+            crate::time::SECOND_US
+        } else {
+            0
+        };
         if self.recovered
             || self.delivery.sending()
             || !alone(self.slot, self.database)
-            || self.recover_at.is_some_and(|at| crate::time::now_us() < at)
+            || self
+                .recover_at
+                .is_some_and(|at| crate::time::now_us() + early < at)
         {
             return;
         }
