@@ -398,7 +398,7 @@ item 5p && CLIENTS=1 THREADS=1 throughput 5p 100 300000 pgmq:p_c100:c100
 # pg-boss (5b) take turns with ours, round by round. drain_round ITEM QUEUE
 # ROUND (returns 1 when the item cannot be measured).
 drain_round() {
-    local item=$1 q=$2 r=$3 t0 t1 failed err rate
+    local item=$1 q=$2 r=$3 t0 t1 times failed err rate
     if [ "$r" -eq 1 ] &&
         ! err=$(sql -c "SELECT queue_register_sender('$q', 'public.bench_noop(jsonb)'::regprocedure)" 2>&1); then
         na "$item" "queue_register_sender: ${err#*ERROR:  }"; return 1
@@ -407,26 +407,10 @@ drain_round() {
     fill queue "$q" "$DRAIN_JOBS"
     sql -c "VACUUM ANALYZE" > /dev/null
     settle
-    t0=$(sql -c "SELECT queue_resume('$q')" -c "SELECT extract(epoch FROM clock_timestamp())" | tail -1)
-    # gives up after 10 minutes (a sender that fails leaves its jobs
-    # scheduled for a retry)
-    if ! t1=$(sql -c "SET statement_timeout = '10min'" -c "
-        DO \$\$
-        DECLARE q integer := (SELECT id FROM queue_queues WHERE name = '$q');
-        BEGIN
-            WHILE EXISTS (SELECT FROM queue_live WHERE queue_id = q AND state = 'ready')
-               OR EXISTS (SELECT FROM queue_live WHERE queue_id = q AND state = 'processing')
-               OR EXISTS (SELECT FROM queue_live WHERE queue_id = q AND state = 'scheduled')
-            LOOP
-                -- a transaction per look: one held for the whole drain
-                -- would hold back vacuum, and the worker would rotate
-                -- the live partitions for it (measured: 5,000 jobs/s)
-                COMMIT;
-                PERFORM pg_sleep(0.01);
-            END LOOP;
-        END \$\$" -c "SELECT extract(epoch FROM clock_timestamp())" 2>&1 | tail -1); then
+    if ! times=$(drain_times "$q"); then
         na "$item" "the worker left jobs undelivered after 10 minutes"; return 1
     fi
+    read -r t0 t1 <<< "$times"
     failed=$(sql -c "SELECT failed_total FROM queue_stats WHERE queue = '$q'")
     if [ "$failed" -ne 0 ]; then na "$item" "deliveries failed in the no-op sender: $failed jobs failed"; return 1; fi
     rate=$(awk -v n="$DRAIN_JOBS" -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", n / (b - a) + 0.5 }')

@@ -199,7 +199,7 @@ rate_round() {
 # left unfinished (a look every 10 ms through the partial indexes, a
 # transaction per look); jobs/s
 drain_round() {
-    local item=$1 side=$2 q=$3 r=$4 shape=$5 n=$6 t0 t1 failed rate
+    local item=$1 side=$2 q=$3 r=$4 shape=$5 n=$6 t0 t1 times failed rate
     sql -c "SELECT queue_pause('$q')" > /dev/null
     case $shape in
     plain) sql -c "SELECT count(*) FROM generate_series(1, $(( (n + 9999) / 10000 ))) g,
@@ -232,22 +232,10 @@ drain_round() {
     esac > /dev/null
     sql -c "VACUUM ANALYZE" > /dev/null
     settle
-    t0=$(sql -c "SELECT queue_resume('$q')" -c "SELECT extract(epoch FROM clock_timestamp())" | tail -1)
-    if ! t1=$(sql -c "SET statement_timeout = '10min'" -c "
-        DO \$\$
-        DECLARE q integer := (SELECT id FROM queue_queues WHERE name = '$q');
-        BEGIN
-            WHILE EXISTS (SELECT FROM queue_live WHERE queue_id = q AND state = 'ready')
-               OR EXISTS (SELECT FROM queue_live WHERE queue_id = q AND state = 'processing')
-               OR EXISTS (SELECT FROM queue_live WHERE queue_id = q AND state = 'scheduled')
-               OR EXISTS (SELECT FROM queue_live WHERE queue_id = q AND state = 'blocked')
-            LOOP
-                COMMIT;
-                PERFORM pg_sleep(0.01);
-            END LOOP;
-        END \$\$" -c "SELECT extract(epoch FROM clock_timestamp())" 2>&1 | tail -1); then
+    if ! times=$(drain_times "$q"); then
         note "$item/$side round $r: the worker left jobs undelivered after 10 minutes"; return 1
     fi
+    read -r t0 t1 <<< "$times"
     failed=$(sql -c "SELECT failed_total + cancelled FROM queue_stats WHERE queue = '$q'")
     [ "$failed" -eq 0 ] || { note "$item/$side round $r: $failed jobs failed or cancelled"; return 1; }
     rate=$(awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", n / (b - a) + 0.5 }')
