@@ -18,7 +18,7 @@ GRANT SELECT ON queue_jobs, queue_stats, queue_failed, queue_workers, queue_sche
 -- Storage upkeep takes strong locks: only the owner, and whom the owner
 -- grants it to, may run it. The helpers are its parts.
 REVOKE ALL ON FUNCTION queue_maintain(boolean), queue_bury_expired(), queue_cleanup(), queue_expire(bigint),
-    queue_fold_tallies(), queue_table_busy(regclass), queue_lock_alone(regclass), queue_rotate_live(boolean), queue_cleanup_held_back(),
+    queue_fold_tallies(), queue_table_busy(regclass), queue_lock_alone(regclass, boolean), queue_rotate_live(boolean), queue_cleanup_held_back(),
     queue_done_past_retention(regclass, timestamptz), queue_check_read_committed(text) FROM PUBLIC;
 
 -- What the workers show of themselves is for monitoring roles (through

@@ -46,23 +46,35 @@ END;
 -- behind the request for as long as it waits, and the background worker,
 -- whose upkeep asks, delivers nothing meanwhile (autovacuum, which keeps a
 -- table for seconds after heavy churn, held both up for lock_timeout each
--- second).
-CREATE FUNCTION queue_lock_alone(tbl regclass) RETURNS boolean
+-- second). The worker's upkeep looks once and comes back later; a `patient`
+-- caller (a forced rotation, which a DBA asked for) looks again every 10 ms
+-- until its lock_timeout has passed, so that a moment's holder (autovacuum
+-- analysing a few rows, a transaction that has not yet committed) does not
+-- turn it away, and still never queues for the table.
+CREATE FUNCTION queue_lock_alone(tbl regclass, patient boolean DEFAULT false) RETURNS boolean
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, @extschema@, pg_temp
 AS $$
 DECLARE
     previous text := current_setting('lock_timeout');
+    give_up timestamptz := clock_timestamp()
+        + CASE WHEN patient THEN previous::interval ELSE interval '0' END;
 BEGIN
-    IF queue_table_busy(tbl) THEN
-        RETURN false;
-    END IF;
-    PERFORM set_config('lock_timeout', '20ms', true);
-    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
-    PERFORM set_config('lock_timeout', previous, true);
-    RETURN true;
-EXCEPTION WHEN lock_not_available THEN
-    RETURN false;  -- (the block's abort restored lock_timeout)
+    LOOP
+        IF NOT queue_table_busy(tbl) THEN
+            BEGIN
+                PERFORM set_config('lock_timeout', '20ms', true);
+                EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+                PERFORM set_config('lock_timeout', previous, true);
+                RETURN true;
+            EXCEPTION WHEN lock_not_available THEN
+                NULL;  -- (the block's abort restored lock_timeout)
+            END;
+        END IF;
+        EXIT WHEN clock_timestamp() >= give_up;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+    RETURN false;
 END
 $$;
 
@@ -328,7 +340,7 @@ BEGIN
         END IF;
     END IF;
     BEGIN
-        IF NOT queue_lock_alone(source) THEN
+        IF NOT queue_lock_alone(source, patient => force) THEN
             RETURN false;
         END IF;
         PERFORM nextval('queue_live_generation');

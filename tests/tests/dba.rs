@@ -374,6 +374,78 @@ fn an_upkeep_beside_an_uncommitted_rotation_skips_rather_than_fails() {
     assert_eq!(pending, 100, "every job kept");
 }
 
+/// Upkeep never queues for a table someone holds (queue_lock_alone): the
+/// worker's looks once and comes back later, and a patient caller (a forced
+/// rotation) looks again until its lock_timeout has passed, so that a
+/// moment's holder does not turn it away: a forced queue_maintain() beside
+/// autovacuum analysing a few new rows once said it did not rotate. Here the
+/// holder is a transaction that has read the live partition; the patient
+/// call sleeps between its looks, never in the lock's queue, and takes the
+/// table once the holder commits.
+#[test]
+fn a_patient_upkeep_takes_the_table_once_its_holder_commits() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect();
+    admin.batch_execute("SELECT queue_create('m')").unwrap();
+    enqueue_many(&mut admin, "m", 10);
+    let live: String = one(
+        &mut admin,
+        "SELECT format('queue_live_%s', last_value % 2) FROM queue_live_generation",
+        &[],
+    );
+    let mut holder = cluster.connect();
+    holder.batch_execute("BEGIN").unwrap();
+    let held: i64 = one(&mut holder, &format!("SELECT count(*) FROM {live}"), &[]);
+    assert_eq!(held, 10);
+    thread::sleep(Duration::from_millis(50)); // (older than a moment's statement)
+
+    let once: bool = one(
+        &mut admin,
+        "SELECT queue_lock_alone($1::text::regclass)",
+        &[&live],
+    );
+    assert!(!once, "one look beside the holder");
+
+    let patient = thread::spawn({
+        let mut client = cluster.connect();
+        move || {
+            client
+                .batch_execute("BEGIN; SET LOCAL lock_timeout = '60s'")
+                .unwrap();
+            let alone: bool = one(
+                &mut client,
+                "SELECT queue_lock_alone($1::text::regclass, patient => true)",
+                &[&live],
+            );
+            client.batch_execute("COMMIT").unwrap();
+            alone
+        }
+    });
+    // it sleeps between looks (PgSleep), never waits for the lock
+    let mut seen_sleeping = 0;
+    eventually("the patient call seen sleeping five times", || {
+        let row = admin
+            .query_one(
+                "SELECT coalesce(bool_or(wait_event = 'PgSleep'), false),
+                        coalesce(bool_or(wait_event_type = 'Lock'), false)
+                   FROM pg_stat_activity
+                  WHERE query LIKE '%queue_lock_alone%patient%' AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .unwrap();
+        let (sleeping, waiting_for_lock): (bool, bool) = (row.get(0), row.get(1));
+        assert!(!waiting_for_lock, "the patient call queued for the lock");
+        assert!(!patient.is_finished(), "it gave up while the holder held");
+        seen_sleeping += usize::from(sleeping);
+        seen_sleeping >= 5
+    });
+    holder.batch_execute("COMMIT").unwrap();
+    assert!(
+        patient.join().unwrap(),
+        "it takes the table once it is free"
+    );
+}
+
 /// While another session holds a snapshot open, vacuum can clean nothing,
 /// and the worker rotates the live ring much sooner than its usual rule
 /// (dead tuples outnumbering jobs), checking every second: here after 3,000
